@@ -1,0 +1,90 @@
+"""Cluster state: where nodes and metrics come from (files or a live cluster) and the node contexts."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rulesched.cluster.sources import Binder, FileMetricsSource, FileNodeSource, MetricsSource, NodeSource
+from rulesched.settings import Settings
+
+if TYPE_CHECKING:
+    from rulesched.cluster.kube import KubeAccess, KubeEnvironment
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Cluster:
+    """The sources the extender reads; any may be None (no cluster, no metrics, no binding)."""
+
+    nodes: NodeSource | None
+    metrics: MetricsSource | None
+    binder: Binder | None
+    description: str
+    access: KubeAccess | None = None
+    """The API client behind the live sources, closed by stop(); None without a cluster."""
+
+    def start(self) -> None:
+        for source in (self.nodes, self.metrics):
+            if source is not None:
+                source.start()
+
+    def stop(self) -> None:
+        for source in (self.nodes, self.metrics):
+            if source is not None:
+                source.stop()
+        if self.access is not None:
+            self.access.close()
+
+
+def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Cluster:
+    """The sources `settings` ask for: a live cluster, offline files, or none at all (full mode only).
+
+    A file wins over the cluster for what it provides (`--metrics` is taken as current). `env` says where
+    credentials are looked for (default: this process's environment, home directory and service account).
+    Raises SourceError (ClusterConfigError for credentials) when something asked for cannot be used.
+    """
+    # Imported here: the kubernetes client takes a third of a second to import, and the offline tools
+    # (check, explain, test) import this package without ever needing it.
+    from rulesched.cluster.kube import cluster_access
+
+    nodes: NodeSource | None = FileNodeSource(settings.nodes_file) if settings.nodes_file else None
+    metrics: MetricsSource | None = FileMetricsSource(settings.metrics_file) if settings.metrics_file else None
+    access = cluster_access(settings, env)
+    parts = [access.describe() if access else "no cluster"]
+    binder: Binder | None = None
+    if access is not None:
+        nodes, metrics, binder = _live_sources(settings, access, nodes, metrics, parts)
+    elif settings.enable_bind:
+        parts.append("no binding (--enable-bind needs a cluster)")
+    if settings.nodes_file:
+        parts.append(f"nodes from {settings.nodes_file}")
+    elif nodes is None:
+        parts.append("no node source (full mode only)")
+    if settings.metrics_file:
+        parts.append(f"metrics from {settings.metrics_file}")
+    elif metrics is None:
+        parts.append("no metrics")
+    return Cluster(nodes=nodes, metrics=metrics, binder=binder, description=", ".join(parts), access=access)
+
+
+def _live_sources(
+    settings: Settings, access: KubeAccess, nodes: NodeSource | None, metrics: MetricsSource | None, parts: list[str]
+) -> tuple[NodeSource | None, MetricsSource | None, Binder | None]:
+    """The API-backed sources for what no file provides, described in `parts`."""
+    from rulesched.cluster.binder import ApiBinder
+    from rulesched.cluster.metrics_server import MetricsServerSource
+    from rulesched.cluster.nodecache import NodeCache
+
+    if nodes is None:
+        nodes = NodeCache(access.api, fetch_timeout=settings.node_fetch_timeout)
+        parts.append("nodes from the API (list+watch)")
+    if metrics is None:
+        metrics = MetricsServerSource(access.api, interval=settings.metrics_interval, max_age=settings.metrics_max_age)
+        parts.append(f"metrics from metrics-server every {settings.metrics_interval:g}s")
+    binder = ApiBinder(access.api) if settings.enable_bind else None
+    if binder is not None:
+        parts.append("binding through the API")
+    return nodes, metrics, binder

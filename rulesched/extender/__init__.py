@@ -1,0 +1,1 @@
+"""The HTTP edge: kube-scheduler's extender verbs over the rule engine."""

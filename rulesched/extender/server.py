@@ -1,0 +1,112 @@
+"""Running the extender: load the rules, start the cluster sources, serve with uvicorn (TLS optional)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import ssl
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import uvicorn
+from starlette.applications import Starlette
+
+from rulesched.cluster import Cluster, build_cluster
+from rulesched.cluster.sources import SourceError
+from rulesched.extender.app import create_app
+from rulesched.extender.logformat import configure_logging
+from rulesched.rules.cel import make_engine
+from rulesched.rules.store import RuleStore
+from rulesched.settings import Settings
+
+log = logging.getLogger("rulesched")
+
+
+class StartupError(Exception):
+    """The server cannot start: the message says why and what to do."""
+
+
+@dataclass
+class Parts:
+    """Everything a running server is made of, for tests and for `serve`."""
+
+    settings: Settings
+    store: RuleStore
+    cluster: Cluster
+    app: Starlette
+
+
+def build(settings: Settings) -> Parts:
+    """Load the rules (all must load) and build the cluster sources and the app; nothing started yet."""
+    store = RuleStore([settings.rules_dir], make_engine(settings.cel_engine))
+    if not settings.rules_dir.is_dir():
+        raise StartupError(f"rules directory {settings.rules_dir} does not exist")
+    if store.reload() == "rejected":
+        assert store.last_rejected is not None
+        errors = "\n".join(str(e) for e in store.last_rejected.errors)
+        raise StartupError(f"the rules in {settings.rules_dir} do not load:\n{errors}")
+    try:
+        cluster = build_cluster(settings)
+    except SourceError as error:
+        raise StartupError(str(error)) from error
+    app = create_app(settings, store, cluster)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        cluster.start()
+        try:
+            yield
+        finally:
+            cluster.stop()
+
+    app.router.lifespan_context = lifespan
+    return Parts(settings, store, cluster, app)
+
+
+def uvicorn_config(parts: Parts) -> uvicorn.Config:
+    settings = parts.settings
+    tls: dict[str, object] = {}
+    if settings.tls_cert_file or settings.tls_key_file:
+        if not (settings.tls_cert_file and settings.tls_key_file):
+            raise StartupError("TLS needs both --tls-cert-file and --tls-key-file")
+        tls = {"ssl_certfile": str(settings.tls_cert_file), "ssl_keyfile": str(settings.tls_key_file)}
+        if settings.tls_client_ca_file:
+            tls |= {"ssl_ca_certs": str(settings.tls_client_ca_file), "ssl_cert_reqs": ssl.CERT_REQUIRED}
+    elif settings.tls_client_ca_file:
+        raise StartupError("--tls-client-ca-file needs --tls-cert-file and --tls-key-file")
+    return uvicorn.Config(
+        parts.app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_keep_alive=75,
+        **tls,  # type: ignore[arg-type]
+    )
+
+
+def serve(settings: Settings) -> int:
+    """Run until interrupted; 1 when the server cannot start (the reason is printed)."""
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        parts = build(settings)
+        config = uvicorn_config(parts)
+    except StartupError as error:
+        print(f"rulesched: {error}", file=sys.stderr)
+        return 1
+    book = parts.store.book
+    assert book is not None
+    log.info(
+        "serving %d rule sets (generation %d, %s engine) from %s on %s:%d; %s",
+        len(book.rule_sets),
+        book.generation,
+        settings.cel_engine,
+        settings.rules_dir,
+        settings.host,
+        settings.port,
+        parts.cluster.description,
+    )
+    uvicorn.Server(config).run()
+    return 0

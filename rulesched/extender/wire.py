@@ -1,0 +1,212 @@
+"""The extender wire types of kube-scheduler (`k8s.io/kube-scheduler/extender/v1`), exactly.
+
+The Go structs have no json tags, so the scheduler sends Go field names and every unused field as
+`null`; Go decodes answers case-insensitively. Requests are therefore read case-insensitively (old
+extenders send `pod`, `nodes`, `nodenames`) and answers use the exact Go names. Only the parts the
+extender needs are checked: the objects themselves are passed on untouched, so full mode echoes the
+passing nodes byte-for-byte equivalent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+JSON = dict[str, Any]
+
+
+class WireError(ValueError):
+    """A request body that is not what kube-scheduler sends; answered with 400 and this reason."""
+
+
+def decode(body: bytes) -> JSON:
+    """The JSON object in `body`, with its top-level keys folded to lower case."""
+    if not body:
+        raise WireError("empty request body: want a JSON object")
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise WireError(f"request body is not valid JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise WireError(f"request body must be a JSON object, not {_kind(document)}")
+    return {str(k).lower(): v for k, v in document.items()}
+
+
+def _kind(value: object) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), "null" if value is None else "a number"
+    )
+
+
+def _object(value: object, field: str, *, optional: bool = False) -> JSON | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, dict):
+        raise WireError(f"{field} must be an object, not {_kind(value)}")
+    return value
+
+
+def _name(obj: JSON, field: str) -> str:
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if not isinstance(name, str) or not name:
+        raise WireError(f"{field}.metadata.name must be a non-empty string")
+    return name
+
+
+def _pod(document: JSON) -> JSON:
+    pod = _object(document.get("pod"), "Pod")
+    assert pod is not None
+    return pod
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderArgs:
+    """A filter or prioritize request: full mode carries `nodes`, names mode `node_names`."""
+
+    pod: JSON
+    nodes: list[JSON] | None
+    node_names: list[str] | None
+
+    @property
+    def names(self) -> list[str]:
+        if self.node_names is not None:
+            return self.node_names
+        return [_name(n, "Nodes.items[]") for n in self.nodes or []]
+
+    @classmethod
+    def parse(cls, body: bytes) -> ExtenderArgs:
+        document = decode(body)
+        pod = _pod(document)
+        node_list = _object(document.get("nodes"), "Nodes", optional=True)
+        names = document.get("nodenames")
+        nodes: list[JSON] | None = None
+        if node_list is not None:
+            items = node_list.get("items")
+            if items is None:
+                items = []
+            if not isinstance(items, list):
+                raise WireError(f"Nodes.items must be an array, not {_kind(items)}")
+            for index, item in enumerate(items):
+                _name(_object(item, f"Nodes.items[{index}]") or {}, f"Nodes.items[{index}]")
+            nodes = items
+        if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
+            raise WireError("NodeNames must be an array of strings")
+        if nodes is None and names is None:
+            raise WireError("ExtenderArgs needs Nodes (nodeCacheCapable: false) or NodeNames (nodeCacheCapable: true)")
+        return cls(pod=pod, nodes=nodes, node_names=None if nodes is not None else names)
+
+
+@dataclass(frozen=True, slots=True)
+class Victims:
+    """One node's victims as UIDs, and the PDB violations evicting them would cause."""
+
+    uids: list[str]
+    pdb_violations: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderPreemptionArgs:
+    pod: JSON
+    victims: dict[str, Victims]
+
+    @classmethod
+    def parse(cls, body: bytes) -> ExtenderPreemptionArgs:
+        document = decode(body)
+        pod = _pod(document)
+        meta = _object(document.get("nodenametometavictims"), "NodeNameToMetaVictims", optional=True)
+        full = _object(document.get("nodenametovictims"), "NodeNameToVictims", optional=True)
+        victims: dict[str, Victims] = {}
+        for node, entry in (meta or full or {}).items():
+            victims[node] = _victims(entry, node, meta is not None)
+        return cls(pod=pod, victims=victims)
+
+
+def _victims(entry: object, node: str, meta: bool) -> Victims:
+    field = f"{'NodeNameToMetaVictims' if meta else 'NodeNameToVictims'}[{node}]"
+    found = _object(entry, field) or {}
+    lowered = {str(k).lower(): v for k, v in found.items()}
+    pods = lowered.get("pods") or []
+    if not isinstance(pods, list):
+        raise WireError(f"{field}.Pods must be an array")
+    uids = []
+    for index, pod in enumerate(pods):
+        item = _object(pod, f"{field}.Pods[{index}]") or {}
+        uid = (
+            {str(k).lower(): v for k, v in item.items()}.get("uid") if meta else (item.get("metadata") or {}).get("uid")
+        )
+        if not isinstance(uid, str):
+            raise WireError(f"{field}.Pods[{index}] has no UID")
+        uids.append(uid)
+    violations = lowered.get("numpdbviolations") or 0
+    if not isinstance(violations, int) or isinstance(violations, bool):
+        raise WireError(f"{field}.NumPDBViolations must be an integer")
+    return Victims(uids, violations)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderBindingArgs:
+    pod_name: str
+    pod_namespace: str
+    pod_uid: str
+    node: str
+
+    @classmethod
+    def parse(cls, body: bytes) -> ExtenderBindingArgs:
+        document = decode(body)
+        values = []
+        for key, field in (
+            ("podname", "PodName"),
+            ("podnamespace", "PodNamespace"),
+            ("poduid", "PodUID"),
+            ("node", "Node"),
+        ):
+            value = document.get(key)
+            if not isinstance(value, str) or not value:
+                raise WireError(f"{field} must be a non-empty string")
+            values.append(value)
+        return cls(*values)
+
+
+def filter_result(
+    nodes: list[JSON] | None,
+    node_names: list[str] | None,
+    failed: Mapping[str, str],
+    unresolvable: Mapping[str, str],
+    error: str = "",
+) -> JSON:
+    """ExtenderFilterResult: full mode sets `Nodes`, names mode `NodeNames`, the other stays null."""
+    return {
+        "Nodes": {"metadata": {}, "items": nodes} if nodes is not None else None,
+        "NodeNames": node_names,
+        "FailedNodes": dict(failed),
+        "FailedAndUnresolvableNodes": dict(unresolvable),
+        "Error": error,
+    }
+
+
+def host_priority_list(scores: Mapping[str, int]) -> list[JSON]:
+    """HostPriorityList: a bare array of `{"Host", "Score"}` with integer scores."""
+    return [{"Host": host, "Score": int(score)} for host, score in scores.items()]
+
+
+def preemption_result(victims: Mapping[str, Victims]) -> JSON:
+    return {
+        "NodeNameToMetaVictims": {
+            node: {"Pods": [{"UID": uid} for uid in v.uids], "NumPDBViolations": v.pdb_violations}
+            for node, v in victims.items()
+        }
+    }
+
+
+def binding_result(error: str) -> JSON:
+    return {"Error": error}
+
+
+def pod_identity(pod: Mapping[str, Any]) -> dict[str, str]:
+    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    assert isinstance(metadata, dict)
+    return {key: str(metadata.get(key) or "") for key in ("namespace", "name", "uid")}

@@ -1,0 +1,249 @@
+"""The compiled RuleBook: every expression compiled once, frozen, versioned.
+
+Compiling checks what the models cannot: CEL syntax and types, result types (a filter must be a
+bool, a score a number), rule set variables used before they are defined, and what each expression
+reads, so that the engine knows which results depend on the pod.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rulesched.rules.cel import CelCompileError, Engine, Program, VariableSource
+from rulesched.rules.cel.analysis import reads
+from rulesched.rules.errors import LoadError
+from rulesched.rules.model import Filter, MatchCondition, RuleSet, Score, Variable
+
+RuleKind = Literal["matchCondition", "variable", "filter", "score"]
+
+_ACCEPTED: dict[str, frozenset[str]] = {
+    "bool": frozenset({"bool", "dyn"}),
+    "number": frozenset({"int", "double", "dyn"}),
+    "string": frozenset({"string", "dyn"}),
+    "any": frozenset(),
+}
+_MATCH_READS = frozenset({"pod", "now"})
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledCondition:
+    name: str
+    program: Program
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledFilter:
+    name: str
+    program: Program
+    message: str
+    message_program: Program | None
+    resolvable: bool
+    ignore_errors: bool
+    enforce: bool
+    reads: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledScore:
+    name: str
+    program: Program
+    weight: float
+    normalize: Literal["MinMax", "Clamp"]
+    enforce: bool
+    reads: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRuleSet:
+    name: str
+    file: str
+    conditions: tuple[CompiledCondition, ...]
+    filters: tuple[CompiledFilter, ...]
+    scores: tuple[CompiledScore, ...]
+    source: RuleSet
+
+
+@dataclass(frozen=True, slots=True)
+class RuleBook:
+    """The rules in force: rule sets sorted by name, plus what identifies this version of them."""
+
+    rule_sets: tuple[CompiledRuleSet, ...]
+    engine: Engine
+    hash: str
+    generation: int = 1
+    loaded_at: datetime.datetime = field(default_factory=lambda: datetime.datetime.now(datetime.UTC))
+    files: tuple[str, ...] = ()
+
+
+LineOf = Callable[[tuple[str | int, ...]], int | None]
+
+
+class _Compiler:
+    """Compiles one rule set, collecting every error instead of stopping at the first."""
+
+    def __init__(self, rule_set: RuleSet, file: str, engine: Engine, line_of: LineOf) -> None:
+        self.rule_set = rule_set
+        self.file = file
+        self.engine = engine
+        self.line_of = line_of
+        self.errors: list[LoadError] = []
+        self.variables: dict[str, tuple[VariableSource, frozenset[str], tuple[str, ...]]] = {}
+        self.broken: set[str] = set()
+        """Variables whose own error is already reported; what reads them is not compiled."""
+
+    def error(self, loc: tuple[str | int, ...], rule: str | None, message: str, **extra: object) -> None:
+        field_path = ".".join(f"[{p}]" if isinstance(p, int) else p for p in loc).replace(".[", "[")
+        self.errors.append(
+            LoadError(
+                file=self.file,
+                line=self.line_of(loc),
+                rule_set=self.rule_set.metadata.name,
+                rule=rule,
+                field=field_path,
+                message=message,
+                **extra,  # type: ignore[arg-type]
+            )
+        )
+
+    def program(
+        self, loc: tuple[str | int, ...], rule: str, source: str, want: str
+    ) -> tuple[Program | None, frozenset[str]]:
+        found = reads(source)
+        undefined = [name for name in found.variables if name not in self.variables]
+        for name in undefined:
+            self.error(loc, rule, self._undefined(name), expression=source)
+        if undefined:
+            return None, found.names
+        needed = self._needed(found.variables)
+        names = found.names.union(*(self.variables[n][1] for n in needed))
+        if self.broken.intersection(needed):
+            return None, names
+        try:
+            program = self.engine.compile(source, [self.variables[n][0] for n in needed])
+        except CelCompileError as error:
+            position = (error.line, error.column) if error.line and error.column else None
+            self.error(loc, rule, f"CEL: {error.message}", expression=source, position=position)
+            return None, names
+        if _ACCEPTED[want] and program.result_type not in _ACCEPTED[want]:
+            self.error(loc, rule, f"must be a {want}, not {program.result_type}", expression=source)
+            return None, names
+        return program, names
+
+    def _undefined(self, name: str) -> str:
+        if any(variable.name == name for variable in self.rule_set.spec.variables):
+            return f"variables.{name} is used before it is defined: a variable may read only earlier ones"
+        return f"variables.{name} is not defined in this rule set"
+
+    def _needed(self, direct: Sequence[str]) -> list[str]:
+        """The variables `direct` reads, with everything they read, in definition order."""
+        needed: set[str] = set()
+        pending = list(direct)
+        while pending:
+            name = pending.pop()
+            if name not in needed:
+                needed.add(name)
+                pending.extend(self.variables[name][2])
+        return [name for name in self.variables if name in needed]
+
+    def compile(self) -> CompiledRuleSet | None:
+        spec = self.rule_set.spec
+        self._check_unique(("filters", "scores"), "rule")
+        self._check_unique(("variables",), "variable")
+        self._check_unique(("matchConditions",), "match condition")
+        conditions = list(self._conditions())
+        for index, variable in enumerate(spec.variables):
+            loc = ("spec", "variables", index, "expression")
+            program, names = self.program(loc, variable.name, variable.expression, "any")
+            if variable.name in self.variables:
+                continue  # a duplicate, already reported; the first definition stands
+            direct = reads(variable.expression).variables
+            self.variables[variable.name] = (VariableSource(variable.name, variable.expression), names, direct)
+            if program is None:
+                self.broken.add(variable.name)
+        filters = list(self._filters())
+        scores = list(self._scores())
+        if self.errors:
+            return None
+        return CompiledRuleSet(
+            name=self.rule_set.metadata.name,
+            file=self.file,
+            conditions=tuple(c for c in conditions if c),
+            filters=tuple(f for f in filters if f),
+            scores=tuple(s for s in scores if s),
+            source=self.rule_set,
+        )
+
+    def _check_unique(self, kinds: Sequence[str], what: str) -> None:
+        """Each repeated name is reported where it repeats (filters and scores share one namespace)."""
+        seen: set[str] = set()
+        for kind in kinds:
+            items: Sequence[MatchCondition | Variable | Filter | Score] = getattr(self.rule_set.spec, kind)
+            for index, item in enumerate(items):
+                if item.name in seen:
+                    message = f"duplicate {what} name {item.name!r}: names must be unique in a rule set"
+                    self.error(("spec", kind, index, "name"), item.name, message)
+                seen.add(item.name)
+
+    def _conditions(self) -> Iterator[CompiledCondition | None]:
+        for index, condition in enumerate(self.rule_set.spec.matchConditions):
+            loc = ("spec", "matchConditions", index, "expression")
+            found = reads(condition.expression).names
+            if not found <= _MATCH_READS:
+                others = ", ".join(sorted(found - _MATCH_READS))
+                message = f"match conditions may read only pod and now, not {others}"
+                self.error(loc, condition.name, message, expression=condition.expression)
+                continue
+            program, _ = self.program(loc, condition.name, condition.expression, "bool")
+            yield CompiledCondition(condition.name, program) if program else None
+
+    def _filters(self) -> Iterator[CompiledFilter | None]:
+        for index, rule in enumerate(self.rule_set.spec.filters):
+            loc: tuple[str | int, ...] = ("spec", "filters", index)
+            program, names = self.program((*loc, "expression"), rule.name, rule.expression, "bool")
+            message_program = None
+            if rule.messageExpression:
+                message_program, more = self.program(
+                    (*loc, "messageExpression"), rule.name, rule.messageExpression, "string"
+                )
+                names |= more
+                if message_program is None:
+                    continue
+            if program is None:
+                continue
+            yield CompiledFilter(
+                name=rule.name,
+                program=program,
+                message=rule.message or f"failed {rule.name}",
+                message_program=message_program,
+                resolvable=rule.resolvableByPreemption,
+                ignore_errors=rule.failurePolicy == "Ignore",
+                enforce=rule.mode == "Enforce",
+                reads=names,
+            )
+
+    def _scores(self) -> Iterator[CompiledScore | None]:
+        for index, rule in enumerate(self.rule_set.spec.scores):
+            loc = ("spec", "scores", index, "expression")
+            program, names = self.program(loc, rule.name, rule.expression, "number")
+            if program is None:
+                continue
+            yield CompiledScore(
+                name=rule.name,
+                program=program,
+                weight=rule.weight,
+                normalize=rule.normalize,
+                enforce=rule.mode == "Enforce",
+                reads=names,
+            )
+
+
+def compile_rule_set(
+    rule_set: RuleSet, file: str, engine: Engine, line_of: LineOf
+) -> tuple[CompiledRuleSet | None, list[LoadError]]:
+    """The compiled rule set, or None with every error found in it."""
+    compiler = _Compiler(rule_set, file, engine, line_of)
+    compiled = compiler.compile()
+    return compiled, compiler.errors

@@ -1,0 +1,98 @@
+"""The CEL adapter: one small interface over two engines.
+
+`cpp` is cel-expr-python (Google's C++ runtime, fast, the default); `celpy` is cel-python (pure
+Python, the portable reference). Both give the same results on the conformance table in
+`tests/test_cel_conformance.py`; where an engine strays from the CEL spec the adapter corrects it.
+
+Rule expressions read the context variables of DESIGN.md §1. A rule set's `variables` are compiled
+into each program that reads them, so a program is self-contained: callers evaluate it against one
+node's bindings and get a plain Python value (or a `CelEvalError`) back.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+EngineName = Literal["cpp", "celpy"]
+ENGINE_NAMES: tuple[EngineName, ...] = ("cpp", "celpy")
+
+CONTEXT_NAMES: tuple[str, ...] = ("pod", "node", "metrics", "allocatable", "requests", "variables", "now")
+"""Every name an expression may read (DESIGN.md §1)."""
+
+
+class CelCompileError(Exception):
+    """An expression that does not parse or type-check; `line` and `column` are 1-based."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+class CelEvalError(Exception):
+    """An expression that failed on one input: a missing key, a wrong type, a division by zero."""
+
+
+@dataclass(frozen=True, slots=True)
+class VariableSource:
+    """A rule set variable as the engine needs it: its name and its (already valid) expression."""
+
+    name: str
+    expression: str
+
+
+class Program(ABC):
+    """One compiled expression, evaluated many times."""
+
+    source: str
+    result_type: str
+    """What the type checker proved the result to be: bool, int, double, string, list, map or dyn."""
+
+    @abstractmethod
+    def evaluate(self, bindings: Any) -> Any:
+        """The plain Python result for one node's bindings; raises `CelEvalError`."""
+
+    def evaluate_many(self, bindings: Sequence[Any]) -> list[Any]:
+        """Results for many nodes in one call; a failed node gives its `CelEvalError` in place."""
+        results: list[Any] = []
+        for one in bindings:
+            try:
+                results.append(self.evaluate(one))
+            except CelEvalError as error:
+                results.append(error)
+        return results
+
+
+class Engine(ABC):
+    """Compiles expressions and prepares the values they run against."""
+
+    name: ClassVar[EngineName]
+
+    @abstractmethod
+    def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
+        """Compile `source` with the rule set variables it reads; raises `CelCompileError`."""
+
+    @abstractmethod
+    def convert(self, value: Any) -> Any:
+        """A JSON-like value in the engine's own representation; done once, reused by many bindings."""
+
+    @abstractmethod
+    def bindings(self, values: Mapping[str, Any]) -> Any:
+        """One node's context (converted values by name), ready for `Program.evaluate`."""
+
+
+def make_engine(name: EngineName) -> Engine:
+    """The engine called `name`; its library is imported only when it is chosen."""
+    if name == "cpp":
+        from rulesched.rules.cel.cpp import CppEngine
+
+        return CppEngine()
+    if name == "celpy":
+        from rulesched.rules.cel.celpy_engine import CelpyEngine
+
+        return CelpyEngine()
+    raise ValueError(f"unknown CEL engine {name!r}: choose one of {', '.join(ENGINE_NAMES)}")

@@ -1,0 +1,203 @@
+"""The reference engine: cel-python (`celpy`), pure Python, interpreted runner.
+
+celpy strays from the CEL spec in ways the adapter corrects so that both engines agree:
+- it mixes int and double in arithmetic (`100.0 - 50` → 50.0); CEL says no matching overload;
+- it refuses heterogeneous numeric comparisons (`1 == 1.0`) that cel-cpp allows at run time;
+- it has no type checker: when cel-expr-python is installed its checker is used, so both engines
+  report the same load errors and result types.
+The interpreted runner is used because the compiled one keeps state in module globals.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+import celpy
+import celpy.adapter
+import celpy.celparser
+import celpy.evaluation
+from celpy import celtypes
+
+from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
+from rulesched.rules.cel.library import OVERLOADS, Overload, TypeName
+
+_NUMBERS = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
+_RESULT: dict[TypeName, Callable[[Any], Any]] = {
+    "string": celtypes.StringType,
+    "int": celtypes.IntType,
+    "double": celtypes.DoubleType,
+    "bool": celtypes.BoolType,
+}
+_ARGUMENT: dict[TypeName, tuple[type, ...]] = {
+    "string": (celtypes.StringType,),
+    "int": (celtypes.IntType,),
+    "double": (celtypes.DoubleType,),
+    "bool": (celtypes.BoolType,),
+}
+_BASE = celpy.evaluation.base_functions
+
+
+def _kind(value: Any) -> str | None:
+    if isinstance(value, celtypes.BoolType) or not isinstance(value, _NUMBERS):
+        return None
+    return "double" if isinstance(value, celtypes.DoubleType) else "integer"
+
+
+def _scalar(value: Any) -> bool:
+    return value is not None and not isinstance(value, (celtypes.MapType, celtypes.ListType))
+
+
+def _strict_arithmetic(operator: str) -> Callable[[Any, Any], Any]:
+    base = _BASE[operator]
+
+    def apply(left: Any, right: Any) -> Any:
+        kinds = {_kind(left), _kind(right)}
+        if kinds == {"double", "integer"}:
+            return celpy.evaluation.CELEvalError(
+                f"no matching overload for '{operator}' applied to ({type(left).__name__}, {type(right).__name__})"
+            )
+        return base(left, right)
+
+    return apply
+
+
+def _numeric_relation(operator: str, compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
+    base = _BASE[operator]
+
+    def apply(left: Any, right: Any) -> Any:
+        if isinstance(left, celpy.evaluation.CELEvalError):
+            return left
+        if isinstance(right, celpy.evaluation.CELEvalError):
+            return right
+        left_kind, right_kind = _kind(left), _kind(right)
+        if left_kind and right_kind and left_kind != right_kind:
+            # celtypes refuse to compare int with double; Python compares them exactly.
+            return celtypes.BoolType(compare(plain(left), plain(right)))
+        mixed = _scalar(left) and _scalar(right) and type(left) is not type(right)
+        if operator in ("_==_", "_!=_") and mixed and not (left_kind and right_kind):
+            # Heterogeneous equality (CEL spec, cel-cpp): values of different types are unequal.
+            return celtypes.BoolType(operator == "_!=_")
+        return base(left, right)
+
+    return apply
+
+
+def _library_function(overloads: Sequence[Overload]) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        failed = next((a for a in args if isinstance(a, celpy.evaluation.CELEvalError)), None)
+        if failed is not None:
+            return failed
+        for overload in overloads:
+            if len(args) == len(overload.parameters) and all(
+                isinstance(a, _ARGUMENT[p]) for a, p in zip(args, overload.parameters, strict=True)
+            ):
+                try:
+                    return _RESULT[overload.result](overload.impl(*args))
+                except (ValueError, ArithmeticError) as error:
+                    return celpy.evaluation.CELEvalError(str(error))
+        kinds = ", ".join(type(a).__name__ for a in args)
+        return celpy.evaluation.CELEvalError(f"no matching overload for '{overloads[0].function}' ({kinds})")
+
+    return call
+
+
+def _functions() -> dict[str, Callable[..., Any]]:
+    functions: dict[str, Callable[..., Any]] = {
+        op: _strict_arithmetic(op) for op in ("_+_", "_-_", "_*_", "_/_", "_%_")
+    }
+    relations: dict[str, Callable[[Any, Any], bool]] = {
+        "_==_": lambda a, b: a == b,
+        "_!=_": lambda a, b: a != b,
+        "_<_": lambda a, b: a < b,
+        "_<=_": lambda a, b: a <= b,
+        "_>_": lambda a, b: a > b,
+        "_>=_": lambda a, b: a >= b,
+    }
+    functions.update({op: _numeric_relation(op, compare) for op, compare in relations.items()})
+    by_name: dict[str, list[Overload]] = {}
+    for overload in OVERLOADS:
+        by_name.setdefault(overload.function, []).append(overload)
+    functions.update({name: _library_function(group) for name, group in by_name.items()})
+    return functions
+
+
+def plain(value: Any) -> Any:
+    """A celpy value as plain Python, the form both engines hand back."""
+    if value is None or isinstance(value, (celtypes.BoolType, bool)):
+        return None if value is None else bool(value)
+    if isinstance(value, (celtypes.IntType, celtypes.UintType)):
+        return int(value)
+    if isinstance(value, celtypes.DoubleType):
+        return float(value)
+    if isinstance(value, celtypes.StringType):
+        return str(value)
+    if isinstance(value, celtypes.ListType):
+        return [plain(v) for v in value]
+    if isinstance(value, celtypes.MapType):
+        return {plain(k): plain(v) for k, v in value.items()}
+    return value
+
+
+class CelpyProgram(Program):
+    def __init__(
+        self,
+        source: str,
+        result_type: str,
+        runner: celpy.Runner,
+        variables: Sequence[tuple[str, celpy.Runner]],
+    ) -> None:
+        self.source = source
+        self.result_type = result_type
+        self._runner = runner
+        self._variables = variables
+
+    def evaluate(self, bindings: Any) -> Any:
+        try:
+            if self._variables:
+                bound = celtypes.MapType()
+                bindings = {**bindings, "variables": bound}
+                for name, runner in self._variables:
+                    bound[celtypes.StringType(name)] = runner.evaluate(bindings)
+            return plain(self._runner.evaluate(bindings))
+        except celpy.evaluation.CELEvalError as error:
+            raise CelEvalError(str(error.args[0]) if error.args else str(error)) from None
+
+
+class CelpyEngine(Engine):
+    name: ClassVar[EngineName] = "celpy"
+
+    def __init__(self) -> None:
+        self._env = celpy.Environment(runner_class=celpy.InterpretedRunner)
+        self._functions = _functions()
+        self._checker: Engine | None = _cpp_checker()
+
+    def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
+        result_type = self._checker.compile(source).result_type if self._checker else "dyn"
+        runners = [(v.name, self._program(v.expression)) for v in variables]
+        return CelpyProgram(source, result_type, self._program(source), runners)
+
+    def _program(self, source: str) -> celpy.Runner:
+        try:
+            tree = self._env.compile(source)
+        except celpy.celparser.CELParseError as error:
+            message = str(error.args[0]) if error.args else str(error)
+            raise CelCompileError(message.splitlines()[0], error.line, error.column) from error
+        return self._env.program(tree, functions=self._functions)
+
+    def convert(self, value: Any) -> Any:
+        if isinstance(value, datetime.datetime):
+            return celtypes.TimestampType(value)
+        return celpy.adapter.json_to_cel(value)
+
+    def bindings(self, values: Mapping[str, Any]) -> Any:
+        return dict(values)
+
+
+def _cpp_checker() -> Engine | None:
+    try:
+        from rulesched.rules.cel.cpp import CppEngine
+    except ImportError:  # pragma: no cover - cel-expr-python is a dependency; this keeps celpy portable
+        return None
+    return CppEngine()

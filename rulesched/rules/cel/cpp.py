@@ -1,0 +1,131 @@
+"""The default engine: cel-expr-python, Google's CEL runtime (C++).
+
+Expressions are parsed and type-checked at compile time. Rule set variables are compiled into the
+program as nested `cel.bind(variables, {...}, …)`, so one evaluation needs one activation per node
+and nothing is recomputed in Python. Run-time errors come back as values and are raised here as
+`CelEvalError`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_math, ext_optional, ext_strings
+
+from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
+from rulesched.rules.cel.library import OVERLOADS, TypeName
+
+_TYPES: dict[TypeName, cel.Type] = {
+    "string": cel.Type.STRING,
+    "int": cel.Type.INT,
+    "double": cel.Type.DOUBLE,
+    "bool": cel.Type.BOOL,
+}
+_POSITION = re.compile(r"<input>:(\d+):(\d+): ([^\n]*)")
+
+
+def _declarations() -> dict[str, cel.Type]:
+    # The numeric maps are declared dyn, not map(string, double): cel-cpp's checker would reject
+    # `allocatable.pods > 100` (double vs int), which the runtime (like Kubernetes CEL) allows.
+    numbers = cel.Type.DYN
+    return {
+        "pod": cel.Type.DYN,
+        "node": cel.Type.DYN,
+        "metrics": cel.Type.DYN,
+        "allocatable": numbers,
+        "requests": numbers,
+        "variables": cel.Type.DYN,
+        "now": cel.Type.TIMESTAMP,
+    }
+
+
+def _functions() -> list[cel.FunctionDecl]:
+    by_name: dict[str, list[cel.Overload]] = {}
+    for overload in OVERLOADS:
+        by_name.setdefault(overload.function, []).append(
+            cel.Overload(
+                overload.overload_id,
+                return_type=_TYPES[overload.result],
+                parameters=[_TYPES[p] for p in overload.parameters],
+                is_member=overload.member,
+                impl=overload.impl,
+            )
+        )
+    return [cel.FunctionDecl(name, overloads) for name, overloads in by_name.items()]
+
+
+def _type_name(checked: cel.Type) -> str:
+    return re.split(r"[<(]", checked.name().lower(), maxsplit=1)[0]
+
+
+def _compile_error(error: Exception) -> CelCompileError:
+    text = str(error)
+    found = _POSITION.findall(text)
+    if not found:
+        return CelCompileError(text.removeprefix("INVALID_ARGUMENT: ").strip())
+    line, column, _ = found[0]
+    message = "; ".join(m.strip() for _, _, m in found)
+    return CelCompileError(message, int(line), int(column))
+
+
+def inline_variables(source: str, variables: Sequence[VariableSource]) -> str:
+    """`source` wrapped so that `variables.<name>` is bound, each variable seeing the earlier ones."""
+    text = source
+    for index in range(len(variables) - 1, -1, -1):
+        earlier = [f"'{v.name}': variables['{v.name}']" for v in variables[:index]]
+        current = variables[index]
+        entries = ", ".join([*earlier, f"'{current.name}': dyn((\n{current.expression}\n))"])
+        text = f"cel.bind(variables, {{{entries}}}, (\n{text}\n))"
+    return text
+
+
+class CppProgram(Program):
+    def __init__(self, source: str, result_type: str, expression: cel.Expression) -> None:
+        self.source = source
+        self.result_type = result_type
+        self._expression = expression
+
+    def evaluate(self, bindings: Any) -> Any:
+        result = self._expression.eval(bindings)
+        if result.type() == cel.Type.ERROR:
+            raise CelEvalError(str(result.value()).strip())
+        return result.plain_value()
+
+
+class CppEngine(Engine):
+    name: ClassVar[EngineName] = "cpp"
+
+    def __init__(self) -> None:
+        self._env = cel.NewEnv(
+            variables=_declarations(),
+            functions=_functions(),
+            extensions=[
+                ext_strings.ExtStrings(),
+                ext_optional.ExtOptional(),
+                ext_bindings.ExtBindings(),
+                ext_math.ExtMath(),
+            ],
+        )
+
+    def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
+        try:
+            checked = self._env.compile(source)
+        except RuntimeError as error:
+            raise _compile_error(error) from error
+        result_type = _type_name(checked.return_type())
+        if variables:
+            try:
+                checked = self._env.compile(inline_variables(source, variables))
+            except RuntimeError as error:
+                raise _compile_error(error) from error
+        return CppProgram(source, result_type, checked)
+
+    def convert(self, value: Any) -> Any:
+        # The activation converts lazily and caches inside itself; there is nothing to do ahead.
+        return value
+
+    def bindings(self, values: Mapping[str, Any]) -> Any:
+        return self._env.Activation(dict(values))

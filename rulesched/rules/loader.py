@@ -1,0 +1,243 @@
+"""Reads a rules directory (or files) into a RuleBook, all or nothing.
+
+A ConfigMap volume holds the visible files as symlinks through `..data`, which the kubelet swaps
+atomically to a new hidden directory. The loader resolves `..data` once and reads every file from
+that one snapshot, so a swap in the middle of a read cannot mix two versions. Hidden entries are
+skipped. Every problem in every file is reported at once, with file, line, rule set, rule and field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from rulesched.rules.book import CompiledRuleSet, RuleBook, compile_rule_set
+from rulesched.rules.cel import Engine
+from rulesched.rules.errors import LoadError, RulesLoadFailed
+from rulesched.rules.model import Filter, MatchCondition, Metadata, RuleSet, RuleSetSpec, Score, Variable
+
+RULE_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One YAML document of a rule file, with its node tree for line numbers."""
+
+    file: str
+    data: Any
+    node: yaml.Node | None
+
+    def line_of(self, loc: Sequence[str | int]) -> int | None:
+        node, line = self.node, None
+        for key in loc:
+            if node is None:
+                break
+            line = node.start_mark.line + 1
+            node = _child(node, key)
+        return node.start_mark.line + 1 if node is not None else line
+
+
+def _child(node: yaml.Node, key: str | int) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        return next((v for k, v in node.value if getattr(k, "value", None) == key), None)
+    if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+        child: yaml.Node = node.value[key]
+        return child
+    return None
+
+
+def rule_files(paths: Iterable[Path]) -> list[tuple[str, Path]]:
+    """(name to report, path to read) for every rule file under `paths`, in a stable order."""
+    found: list[tuple[str, Path]] = []
+    for path in paths:
+        if not path.is_dir():
+            if path.exists():
+                found.append((str(path), path))
+            continue
+        data = path / "..data"
+        snapshot = Path(os.path.realpath(data)) if data.exists() else path
+        for entry in sorted(path.iterdir()):
+            if entry.name.startswith(".") or entry.suffix not in RULE_SUFFIXES:
+                continue
+            target = snapshot / entry.name if snapshot != path else entry
+            if target.is_file():
+                found.append((str(entry), target))
+    return found
+
+
+def read_documents(files: Sequence[tuple[str, Path]]) -> tuple[list[Document], list[LoadError], str]:
+    """Every YAML document in `files`, the errors met reading them, and a hash of their content."""
+    documents: list[Document] = []
+    errors: list[LoadError] = []
+    digest = hashlib.sha256()
+    for name, path in files:
+        try:
+            content = path.read_bytes()
+        except OSError as error:
+            errors.append(LoadError(file=name, message=f"cannot read: {error.strerror or error}"))
+            continue
+        digest.update(f"{Path(name).name}\0{len(content)}\0".encode())
+        digest.update(content)
+        try:
+            documents.extend(_parse(name, content.decode("utf-8")))
+        except UnicodeDecodeError:
+            errors.append(LoadError(file=name, message="not UTF-8 text"))
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            problem = getattr(error, "problem", None) or str(error)
+            errors.append(
+                LoadError(file=name, line=mark.line + 1 if mark else None, message=f"invalid YAML: {problem}")
+            )
+    return documents, errors, digest.hexdigest()
+
+
+def _parse(name: str, text: str) -> list[Document]:
+    loader = yaml.SafeLoader(text)
+    try:
+        documents = []
+        while loader.check_node():
+            node = loader.get_node()
+            data = loader.construct_document(node)
+            if data is not None:
+                documents.append(Document(file=name, data=data, node=node))
+        return documents
+    finally:
+        loader.dispose()
+
+
+def _validate(document: Document) -> tuple[RuleSet | None, list[LoadError]]:
+    data = document.data
+    if not isinstance(data, dict):
+        message = "a rule file document must be a mapping"
+        return None, [LoadError(file=document.file, line=document.line_of(()), message=message)]
+    metadata = data.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    rule_set_name = name if isinstance(name, str) else None
+    try:
+        return RuleSet.model_validate(data), []
+    except ValidationError as error:
+        return None, [_validation_error(document, rule_set_name, item) for item in error.errors()]
+
+
+_RULE_MODELS: dict[str, type[MatchCondition | Variable | Filter | Score]] = {
+    "matchConditions": MatchCondition,
+    "variables": Variable,
+    "filters": Filter,
+    "scores": Score,
+}
+
+
+def _text(value: object, default: str) -> str:
+    return value if isinstance(value, str) and value else default
+
+
+def _partial(data: Any) -> RuleSet | None:
+    """What can be compiled of a document that failed validation, so its CEL errors are reported too.
+
+    Invalid rules keep their place (field paths stay right), their name and their expressions;
+    whatever else is wrong with them was reported by validation already.
+    """
+    spec = data.get("spec") if isinstance(data, dict) else None
+    if not isinstance(spec, dict):
+        return None
+    lists: dict[str, Any] = {}
+    for key, model in _RULE_MODELS.items():
+        items = spec.get(key) if isinstance(spec.get(key), list) else []
+        lists[key] = []
+        for index, item in enumerate(items or []):
+            try:
+                lists[key].append(model.model_validate(item))
+            except ValidationError:
+                raw = item if isinstance(item, dict) else {}
+                fields: dict[str, Any] = {
+                    "name": _text(raw.get("name"), f"invalid-{index}"),
+                    "expression": _text(raw.get("expression"), "true"),
+                }
+                if key == "filters":
+                    fields["messageExpression"] = _text(raw.get("messageExpression"), "")
+                lists[key].append(model.model_construct(**fields))
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    name = _text(metadata.get("name"), "unnamed")
+    return RuleSet.model_construct(
+        apiVersion="rulesched.io/v1alpha1",
+        kind="RuleSet",
+        metadata=Metadata.model_construct(name=name),
+        spec=RuleSetSpec.model_construct(**lists),
+    )
+
+
+def _validation_error(document: Document, rule_set: str | None, item: Any) -> LoadError:
+    loc: tuple[str | int, ...] = tuple(item["loc"])
+    rule = None
+    if len(loc) >= 3 and loc[0] == "spec" and isinstance(loc[2], int):
+        rules = document.data.get("spec", {}).get(loc[1], [])
+        if isinstance(rules, list) and loc[2] < len(rules) and isinstance(rules[loc[2]], dict):
+            rule = rules[loc[2]].get("name")
+    field_path = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[")
+    return LoadError(
+        file=document.file,
+        line=document.line_of(loc),
+        rule_set=rule_set,
+        rule=rule if isinstance(rule, str) else None,
+        field=field_path or None,
+        message=item["msg"],
+    )
+
+
+def compile_documents(documents: Sequence[Document], engine: Engine) -> tuple[list[CompiledRuleSet], list[LoadError]]:
+    """Validate and compile every document; rule set names must be unique across all files."""
+    compiled: list[CompiledRuleSet] = []
+    errors: list[LoadError] = []
+    seen: dict[str, str] = {}
+    for document in documents:
+        rule_set, problems = _validate(document)
+        errors.extend(problems)
+        if rule_set is None:
+            partial = _partial(document.data) if problems else None
+            if partial is not None:
+                _, more = compile_rule_set(partial, document.file, engine, document.line_of)
+                errors.extend(more)
+            continue
+        name = rule_set.metadata.name
+        if name in seen:
+            errors.append(
+                LoadError(
+                    file=document.file,
+                    line=document.line_of(("metadata", "name")),
+                    rule_set=name,
+                    field="metadata.name",
+                    message=f"duplicate rule set name, already defined in {seen[name]}",
+                )
+            )
+            continue
+        seen[name] = document.file
+        result, problems = compile_rule_set(rule_set, document.file, engine, document.line_of)
+        errors.extend(problems)
+        if result is not None:
+            compiled.append(result)
+    return compiled, errors
+
+
+def load_rule_book(paths: Sequence[Path], engine: Engine, *, generation: int = 1) -> RuleBook:
+    """The compiled rules under `paths`; raises `RulesLoadFailed` with every error found."""
+    files = rule_files(paths)
+    missing = [LoadError(file=str(p), message="no such file or directory") for p in paths if not p.exists()]
+    documents, errors, digest = read_documents(files)
+    compiled, problems = compile_documents(documents, engine)
+    errors = missing + errors + sorted(problems, key=lambda e: (e.file, e.line or 0))
+    if errors:
+        raise RulesLoadFailed(errors)
+    return RuleBook(
+        rule_sets=tuple(sorted(compiled, key=lambda r: r.name)),
+        engine=engine,
+        hash=digest,
+        generation=generation,
+        files=tuple(name for name, _ in files),
+    )

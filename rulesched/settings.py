@@ -1,0 +1,60 @@
+"""One validated settings object: the only reader of the environment (`RULESCHED_*`).
+
+Command-line flags override environment variables, which override the defaults below. Every
+component receives the settings (or the part it needs) as an argument.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything `rulesched serve` can be told, with the defaults a production extender wants."""
+
+    model_config = SettingsConfigDict(env_prefix="RULESCHED_", extra="forbid", frozen=True)
+
+    rules_dir: Path = Path("rules")
+    """Directory of rule files (a mounted ConfigMap in a cluster)."""
+    host: str = "127.0.0.1"
+    """Address to listen on; loopback unless the extender is reached over the network (then use TLS)."""
+    port: int = Field(8888, ge=0, le=65535)
+    """TCP port to listen on."""
+    cel_engine: Literal["cpp", "celpy"] = "cpp"
+    """CEL engine: cpp (cel-expr-python, fast) or celpy (pure Python reference)."""
+    nodes_file: Path | None = None
+    """Offline node source for names mode: a NodeList in JSON or YAML."""
+    metrics_file: Path | None = None
+    """Offline metrics source: a metrics.k8s.io NodeMetricsList in JSON or YAML, taken as current."""
+    cluster: Literal["auto", "on", "off"] = "auto"
+    """Use a Kubernetes API: auto (when a service account or kubeconfig is found and no --nodes file), on, off."""
+    kubeconfig: Path | None = None
+    """Kubeconfig file; otherwise the in-cluster service account, $KUBECONFIG or ~/.kube/config."""
+    metrics_interval: float = Field(15.0, gt=0)
+    """Seconds between metrics-server polls."""
+    metrics_max_age: float = Field(90.0, gt=0)
+    """Metrics samples older than this many seconds count as absent."""
+    node_fetch_timeout: float = Field(2.0, gt=0)
+    """Seconds a request waits for a direct GET of a node the cache does not know yet."""
+    enable_bind: bool = False
+    """Answer /bind by creating the Binding through the API."""
+    enable_explain: bool = False
+    """Serve POST /explain (the same decision as /filter and /prioritize, with every rule's outcome)."""
+    max_body_bytes: int = Field(128 * 1024 * 1024, gt=0)
+    """Largest request body accepted; larger ones get 413 (1000 full nodes are about 12 MB)."""
+    reload_debounce: float = Field(0.5, ge=0)
+    """Seconds to wait for more changes to the rules directory before reloading."""
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """Log level; decision lines are info, per-node details debug."""
+    log_format: Literal["json", "text"] = "json"
+    """JSON lines (for log pipelines) or plain text."""
+    tls_cert_file: Path | None = None
+    """Serve HTTPS with this certificate (PEM)."""
+    tls_key_file: Path | None = None
+    """The private key of --tls-cert-file (PEM)."""
+    tls_client_ca_file: Path | None = None
+    """Require client certificates signed by this CA (kube-scheduler's extender tlsConfig presents one)."""

@@ -1,0 +1,1 @@
+"""Tools for rule authors: check, explain, test, and the scheduler configuration generator."""

@@ -1,0 +1,203 @@
+"""One conformance table, run against both CEL engines: same expression, same context, same answer.
+
+Where an engine strays from the CEL spec (celpy mixes int and double; it refuses `1 == 1.0` at
+run time) the adapter corrects it, and this table is what proves it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from rulesched.rules.cel import ENGINE_NAMES, CelCompileError, CelEvalError, Engine, VariableSource, make_engine
+
+NOW = datetime.datetime(2026, 11, 22, 1, 0, tzinfo=datetime.UTC)
+
+
+class Error:
+    """The expected outcome is an evaluation error whose text contains `fragment` (case-insensitive)."""
+
+    def __init__(self, fragment: str = "") -> None:
+        self.fragment = fragment.lower()
+
+    def __repr__(self) -> str:
+        return f"Error({self.fragment!r})"
+
+
+CONTEXT: dict[str, Any] = {
+    "pod": {
+        "metadata": {"name": "web-1", "namespace": "shop", "labels": {"app": "web", "zone": "z1"}},
+        "spec": {"priority": 100, "containers": [{"name": "c", "image": "nginx"}]},
+    },
+    "node": {
+        "metadata": {"name": "node-a", "labels": {"filter.xy.com": "yes", "zone": "z1"}},
+        "status": {
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": "True"},
+            ]
+        },
+    },
+    "metrics": {"cpu": {"usage": 0.5, "utilization": 0.25}, "age": 12.0},
+    "allocatable": {"cpu": 2.0, "memory": 4294967296.0, "pods": 110.0},
+    "requests": {"cpu": 0.25, "memory": 67108864.0},
+    "variables": {},
+    "now": NOW,
+}
+
+TABLE: list[tuple[str, Any]] = [
+    # every context variable
+    ("pod.metadata.name", "web-1"),
+    ("node.metadata.labels['zone']", "z1"),
+    ("metrics.cpu.usage", 0.5),
+    ("allocatable.cpu", 2.0),
+    ("requests.memory", 67108864.0),
+    ("now == timestamp('2026-11-22T01:00:00Z')", True),
+    ("now - duration('1h') < now", True),
+    ("'filter.xy.com' in node.metadata.labels", True),
+    ("pod.metadata.labels.zone == node.metadata.labels.zone", True),
+    ("metrics.cpu.usage + requests.cpu < allocatable.cpu * 0.8", True),
+    # has() and missing keys
+    ("has(metrics.cpu)", True),
+    ("has(metrics.memory)", False),
+    ("has(pod.metadata.annotations)", False),
+    ("has(node.metadata.labels.zone)", True),
+    ("node.metadata.labels['missing']", Error("")),
+    ("metrics.memory.usage", Error("")),
+    ("'missing' in node.metadata.labels", False),
+    ("has(metrics.memory) ? metrics.memory.usage : 0.0", 0.0),
+    # macros
+    ("node.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')", True),
+    ("node.status.conditions.all(c, c.type != 'DiskPressure')", True),
+    ("node.status.conditions.exists_one(c, c.status == 'True')", True),
+    ("node.status.conditions.map(c, c.type)", ["MemoryPressure", "Ready"]),
+    ("node.status.conditions.filter(c, c.status == 'True').size()", 1),
+    ("size(pod.spec.containers)", 1),
+    ("[1, 2, 3].all(x, x > 0)", True),
+    # int and double: no silent mixing in arithmetic, value comparison across kinds
+    ("pod.spec.priority + 1", 101),
+    ("pod.spec.priority * 2.0", Error("no matching overload")),
+    ("double(pod.spec.priority) * 2.0", 200.0),
+    ("pod.spec.priority == 100.0", True),
+    ("pod.spec.priority < 100.5", True),
+    ("allocatable.pods > 100", True),
+    ("int(allocatable.cpu) + 1", 3),
+    ("allocatable.cpu * 2", Error("no matching overload")),
+    ("7 / 2", 3),
+    ("7.0 / 2.0", 3.5),
+    ("-metrics.cpu.usage", -0.5),
+    # errors
+    ("1 / 0", Error("divide")),
+    ("pod.metadata.name + 1", Error("no matching overload")),
+    ("int('x')", Error("")),
+    ("false || node.metadata.labels['missing'] == 'x'", Error("")),
+    ("true || node.metadata.labels['missing'] == 'x'", True),
+    ("false && node.metadata.labels['missing'] == 'x'", False),
+    # strings and regex
+    ("pod.metadata.name.startsWith('web')", True),
+    ("pod.metadata.name.matches('^web-[0-9]+$')", True),
+    ("pod.metadata.namespace.contains('ho')", True),
+    ("pod.metadata.name.find('[0-9]+')", "1"),
+    # quantity()
+    ("quantity('1500m') == quantity('1.5')", True),
+    ("quantity('1Gi').isGreaterThan(quantity('1G'))", True),
+    ("quantity('500Mi').isLessThan(quantity('1Gi'))", True),
+    ("quantity('2').compareTo(quantity('2000m'))", 0),
+    ("quantity('1Ki').asInteger()", 1024),
+    ("quantity('250m').asApproximateFloat()", 0.25),
+    ("quantity('1.5').isInteger()", False),
+    ("quantity('1').add(quantity('500m')) == quantity('1.5')", True),
+    ("quantity('1').sub(2).sign()", -1),
+    ("quantity('1e3').asInteger()", 1000),
+    ("isQuantity('1Gi')", True),
+    ("isQuantity('1K')", False),
+    ("quantity('1K')", Error("invalid quantity")),
+    ("quantity('1.5').asInteger()", Error("not an integer")),
+]
+
+
+@pytest.fixture(scope="module", params=ENGINE_NAMES)
+def engine(request: pytest.FixtureRequest) -> Engine:
+    return make_engine(request.param)
+
+
+def run(engine: Engine, source: str, context: dict[str, Any], variables: list[VariableSource] | None = None) -> Any:
+    program = engine.compile(source, variables or [])
+    bindings = engine.bindings({name: engine.convert(value) for name, value in context.items()})
+    try:
+        return program.evaluate(bindings)
+    except CelEvalError as error:
+        return error
+
+
+@pytest.mark.parametrize(("source", "expected"), TABLE, ids=[source for source, _ in TABLE])
+def test_conformance(engine: Engine, source: str, expected: Any) -> None:
+    result = run(engine, source, CONTEXT)
+    if isinstance(expected, Error):
+        assert isinstance(result, CelEvalError), f"{engine.name}: {source} gave {result!r}, want an error"
+        assert expected.fragment in str(result).lower()
+    else:
+        assert not isinstance(result, CelEvalError), f"{engine.name}: {source} failed: {result}"
+        assert result == expected
+        assert type(result) is type(expected)
+
+
+def test_variables_see_earlier_variables_on_both_engines(engine: Engine) -> None:
+    variables = [VariableSource("cpu", "metrics.cpu.usage"), VariableSource("twice", "variables.cpu * 2.0")]
+    assert run(engine, "variables.twice + variables.cpu", CONTEXT, variables) == 1.5
+
+
+def test_a_failing_variable_fails_the_expression_that_reads_it(engine: Engine) -> None:
+    variables = [VariableSource("mem", "metrics.memory.usage")]
+    assert isinstance(run(engine, "variables.mem > 0.0", CONTEXT, variables), CelEvalError)
+
+
+@pytest.mark.parametrize(
+    ("source", "fragment", "position"),
+    [
+        ("1 +", "syntax", (1, 4)),
+        ("node.metadata.labels[", "", (1, 22)),
+    ],
+)
+def test_syntax_errors_carry_a_position(engine: Engine, source: str, fragment: str, position: tuple[int, int]) -> None:
+    with pytest.raises(CelCompileError) as caught:
+        engine.compile(source)
+    assert fragment in caught.value.message.lower()
+    assert caught.value.line == position[0]
+
+
+@pytest.mark.parametrize(
+    ("source", "result_type"),
+    [
+        ("'x' in node.metadata.labels", "bool"),
+        ("metrics.cpu.usage", "dyn"),
+        ("allocatable.cpu * 2.0", "double"),
+        ("metrics.cpu.usage * 2.0", "double"),
+        ("2.0 * 3.0", "double"),
+        ("1 + 2", "int"),
+        ("'a' + 'b'", "string"),
+    ],
+)
+def test_both_engines_report_the_same_result_type(engine: Engine, source: str, result_type: str) -> None:
+    assert engine.compile(source).result_type == result_type
+
+
+def test_type_errors_are_compile_errors_on_both_engines(engine: Engine) -> None:
+    with pytest.raises(CelCompileError, match="no matching overload"):
+        engine.compile("1 + 'a'")
+
+
+def test_evaluate_many_returns_errors_in_place(engine: Engine) -> None:
+    program = engine.compile("node.metadata.labels['zone'] == 'z1'")
+    nodes = [
+        {"metadata": {"labels": {"zone": "z1"}}},
+        {"metadata": {"labels": {}}},
+        {"metadata": {"labels": {"zone": "z2"}}},
+    ]
+    bindings = [engine.bindings({k: engine.convert(v) for k, v in {**CONTEXT, "node": n}.items()}) for n in nodes]
+    first, second, third = program.evaluate_many(bindings)
+    assert first is True
+    assert isinstance(second, CelEvalError)
+    assert third is False
