@@ -29,6 +29,7 @@ def _serve_parser(commands: Any) -> None:
     serve.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube)")
     serve.add_argument("--metrics-interval", type=float, help="seconds between metrics-server polls (default 15)")
     serve.add_argument("--metrics-max-age", type=float, help="seconds after which a sample is stale (default 90)")
+    serve.add_argument("--node-fetch-timeout", type=float, help="seconds to GET a node the cache lacks (default 2)")
     serve.add_argument("--enable-bind", action="store_true", default=None, help="answer /bind through the API")
     serve.add_argument("--enable-explain", action="store_true", default=None, help="serve POST /explain")
     serve.add_argument("--max-body-bytes", type=int, help="largest request body accepted (default 128 MiB)")

@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     """Largest request body accepted; larger ones get 413 (1000 full nodes are about 12 MB)."""
     reload_debounce: float = Field(0.5, ge=0)
     """Seconds to wait for more changes to the rules directory before reloading."""
+    reload_interval: float = Field(60.0, ge=1)
+    """Seconds between re-reads of the rules directory in case a change notification was lost."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Log level; decision lines are info, per-node details debug."""
     log_format: Literal["json", "text"] = "json"

@@ -45,6 +45,9 @@ class MetricsSource(Protocol):
     def usage(self, name: str) -> NodeUsage | None:
         """The node's latest usable sample, or None when unknown or stale; never blocks."""
 
+    def newest_sample_age(self) -> float | None:
+        """Seconds since the newest sample was taken (None when unknown), for monitoring."""
+
     def start(self) -> None: ...
 
     def stop(self) -> None: ...
@@ -146,6 +149,9 @@ class FileMetricsSource:
 
     def usage(self, name: str) -> NodeUsage | None:
         return self._usage.get(name)
+
+    def newest_sample_age(self) -> float | None:
+        return None  # a file is taken as current: it has no age
 
     def start(self) -> None:
         pass

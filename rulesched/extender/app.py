@@ -1,11 +1,13 @@
-"""The Starlette application: routes, error handling, health and readiness."""
+"""The Starlette application: the verbs, error handling, health, readiness, /rules and /metrics."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -24,27 +26,77 @@ log = logging.getLogger(__name__)
 Verb = Callable[[Extender, Request], Awaitable[Response]]
 
 
-def _guarded(extender: Extender, verb: Verb) -> Callable[[Request], Awaitable[Response]]:
-    """`verb` with bad input answered as 400/413, and anything unexpected as a logged 500."""
+def _guarded(extender: Extender, name: str, verb: Verb) -> Callable[[Request], Awaitable[Response]]:
+    """`verb` with bad input answered as 400/413, anything unexpected as a logged 500, and counted."""
 
     async def endpoint(request: Request) -> Response:
-        try:
-            return await verb(extender, request)
-        except WireError as error:
-            return error_response(400, str(error))
-        except BodyTooLargeError:
-            limit = extender.settings.max_body_bytes
-            return error_response(413, f"request body larger than {limit} bytes (--max-body-bytes)")
-        except Exception:
-            log.exception("internal error answering %s", request.url.path)
-            return error_response(500, "internal error in rulesched; see its log")
+        started = time.perf_counter()
+        response = await _answer(extender, verb, request)
+        extender.observer.metrics.request(name, response.status_code, time.perf_counter() - started)
+        return response
 
     return endpoint
 
 
+async def _answer(extender: Extender, verb: Verb, request: Request) -> Response:
+    try:
+        return await verb(extender, request)
+    except WireError as error:
+        return error_response(400, str(error))
+    except BodyTooLargeError:
+        limit = extender.settings.max_body_bytes
+        return error_response(413, f"request body larger than {limit} bytes (--max-body-bytes)")
+    except Exception:
+        log.exception("internal error answering %s", request.url.path)
+        return error_response(500, "internal error in rulesched; see its log")
+
+
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
+
+
+def rules_status(store: RuleStore) -> dict[str, Any]:
+    """What /rules shows: the active rule book and the last rejected reload."""
+    book, rejected = store.book, store.last_rejected
+    active = None
+    if book is not None:
+        active = {
+            "generation": book.generation,
+            "hash": book.hash,
+            "loadedAt": book.loaded_at.isoformat(),
+            "engine": book.engine.name,
+            "files": list(book.files),
+            "ruleSets": [
+                {
+                    "name": rs.name,
+                    "file": rs.file,
+                    "matchConditions": [c.name for c in rs.conditions],
+                    "filters": [{"name": f.name, "mode": "Enforce" if f.enforce else "Audit"} for f in rs.filters],
+                    "scores": [{"name": s.name, "mode": "Enforce" if s.enforce else "Audit"} for s in rs.scores],
+                }
+                for rs in book.rule_sets
+            ],
+        }
+    last_rejected = None
+    if rejected is not None:
+        last_rejected = {"at": rejected.at.isoformat(), "errors": [e.as_dict() for e in rejected.errors]}
+    success = store.last_success.isoformat() if store.last_success else None
+    return {"active": active, "lastSuccessfulLoad": success, "lastRejected": last_rejected}
+
+
 def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer: Observer | None = None) -> Starlette:
-    """The extender app over an already loaded rule store and started cluster sources."""
+    """The extender app over a rule store and (not yet started) cluster sources.
+
+    The observer's metrics should already watch the store (`Metrics.watch_store`) so that the first
+    load is counted too.
+    """
     extender = Extender(settings, store, cluster, observer or Observer())
+    metrics = extender.observer.metrics
+    nodes, samples = cluster.nodes, cluster.metrics
+    metrics.watch_sources(
+        (lambda: float(nodes.size())) if nodes is not None else None,
+        (lambda: _or_nan(samples.newest_sample_age())) if samples is not None else None,
+    )
 
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
@@ -56,15 +108,26 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
         ready = all(checks.values())
         return json_response({"ready": ready, "checks": checks}, 200 if ready else 503)
 
+    async def rules(request: Request) -> Response:
+        return json_response(rules_status(store))
+
+    async def prometheus(request: Request) -> Response:
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
     verbs: dict[str, Verb] = {
-        "/filter": routes.filter_verb,
-        "/prioritize": routes.prioritize_verb,
-        "/preempt": routes.preempt_verb,
-        "/bind": routes.bind_verb,
-        "/explain": routes.explain_verb,
+        "filter": routes.filter_verb,
+        "prioritize": routes.prioritize_verb,
+        "preempt": routes.preempt_verb,
+        "bind": routes.bind_verb,
+        "explain": routes.explain_verb,
     }
-    app_routes = [Route(path, _guarded(extender, verb), methods=["POST"]) for path, verb in verbs.items()]
-    app_routes += [Route("/healthz", healthz), Route("/readyz", readyz)]
+    app_routes = [Route(f"/{name}", _guarded(extender, name, verb), methods=["POST"]) for name, verb in verbs.items()]
+    app_routes += [
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        Route("/rules", rules),
+        Route("/metrics", prometheus),
+    ]
     app = Starlette(routes=app_routes)
     app.state.extender = extender
     return app

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import sys
 from typing import Any
 
 import orjson
@@ -41,9 +42,21 @@ class TextFormatter(logging.Formatter):
         return text
 
 
+class StderrHandler(logging.StreamHandler[Any]):
+    """Writes to whatever `sys.stderr` is when a record is emitted, not when the handler was made."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def configure_logging(level: str, fmt: str) -> None:
     """Send every logger (ours, uvicorn's, the kubernetes client's) through one formatted handler."""
-    handler = logging.StreamHandler()
+    handler = StderrHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -1,4 +1,9 @@
-"""What the extender tells about itself: the decision log line per filter and prioritize call."""
+"""What the extender tells about each decision: one log line per filter and prioritize call, and metrics.
+
+The decision line carries the pod, the verb, how many candidates and how many passed, rejections
+counted by rule, the top three nodes with their scores, the rule book generation and the duration.
+Per-node details (each rule's outcome and score) are logged at debug level.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from rulesched.extender.metrics import Metrics
 from rulesched.extender.wire import pod_identity
 from rulesched.rules.decision import Decision
 
@@ -14,9 +20,16 @@ log = logging.getLogger("rulesched.decision")
 
 
 class Observer:
-    """Receives every decision; logs it (and, with metrics enabled, counts it)."""
+    """Receives every decision; logs it and counts it."""
+
+    def __init__(self, metrics: Metrics | None = None) -> None:
+        self.metrics = metrics or Metrics()
 
     def decision(self, verb: str, pod: Mapping[str, Any], decision: Decision, candidates: int, seconds: float) -> None:
+        self.metrics.decision(verb, decision, candidates)
+        if not log.isEnabledFor(logging.INFO):
+            return
+        identity = pod_identity(pod)
         rejections = Counter(
             f"{f.rule_set}/{f.rule}"
             for n in decision.nodes.values()
@@ -24,23 +37,18 @@ class Observer:
             if f.enforce and f.outcome != "pass"
         )
         top = [{"node": n.name, "score": n.score} for n in decision.ranking()[:3]] if verb != "filter" else []
-        log.info(
-            "%s %s/%s: %d of %d nodes passed",
-            verb,
-            pod_identity(pod)["namespace"],
-            pod_identity(pod)["name"],
-            len(decision.passed),
-            candidates,
-            extra={
-                "decision": {
-                    "pod": pod_identity(pod),
-                    "verb": verb,
-                    "candidates": candidates,
-                    "passed": len(decision.passed),
-                    "rejections": dict(rejections),
-                    "top": top,
-                    "generation": decision.generation,
-                    "durationMs": round(seconds * 1000, 3),
-                }
-            },
-        )
+        fields = {
+            "pod": identity,
+            "verb": verb,
+            "candidates": candidates,
+            "passed": len(decision.passed),
+            "rejections": dict(rejections),
+            "top": top,
+            "generation": decision.generation,
+            "durationMs": round(seconds * 1000, 3),
+        }
+        message = "%s %s/%s: %d of %d nodes passed"
+        log.info(message, verb, identity["namespace"], identity["name"], len(decision.passed), candidates, extra=fields)
+        if log.isEnabledFor(logging.DEBUG):
+            for node in decision.nodes.values():
+                log.debug("%s %s on %s", verb, identity["name"], node.name, extra={"node": node.as_dict()})

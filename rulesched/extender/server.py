@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import ssl
@@ -16,7 +17,10 @@ from rulesched.cluster import Cluster, build_cluster
 from rulesched.cluster.sources import SourceError
 from rulesched.extender.app import create_app
 from rulesched.extender.logformat import configure_logging
+from rulesched.extender.metrics import Metrics
+from rulesched.extender.observe import Observer
 from rulesched.rules.cel import make_engine
+from rulesched.rules.reloader import Reloader
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 
@@ -40,6 +44,8 @@ class Parts:
 def build(settings: Settings) -> Parts:
     """Load the rules (all must load) and build the cluster sources and the app; nothing started yet."""
     store = RuleStore([settings.rules_dir], make_engine(settings.cel_engine))
+    metrics = Metrics()
+    metrics.watch_store(store)
     if not settings.rules_dir.is_dir():
         raise StartupError(f"rules directory {settings.rules_dir} does not exist")
     if store.reload() == "rejected":
@@ -50,14 +56,18 @@ def build(settings: Settings) -> Parts:
         cluster = build_cluster(settings)
     except SourceError as error:
         raise StartupError(str(error)) from error
-    app = create_app(settings, store, cluster)
+    app = create_app(settings, store, cluster, Observer(metrics))
+    reloader = Reloader(store, settings.rules_dir, debounce=settings.reload_debounce, interval=settings.reload_interval)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         cluster.start()
+        watching = asyncio.create_task(reloader.run(), name="rules-reloader")
         try:
             yield
         finally:
+            reloader.stop()
+            await asyncio.wait_for(watching, 5)
             cluster.stop()
 
     app.router.lifespan_context = lifespan

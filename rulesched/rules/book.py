@@ -21,7 +21,7 @@ RuleKind = Literal["matchCondition", "variable", "filter", "score"]
 
 _ACCEPTED: dict[str, frozenset[str]] = {
     "bool": frozenset({"bool", "dyn"}),
-    "number": frozenset({"int", "double", "dyn"}),
+    "number": frozenset({"int", "uint", "double", "dyn"}),
     "string": frozenset({"string", "dyn"}),
     "any": frozenset(),
 }
@@ -159,7 +159,8 @@ class _Compiler:
             program, names = self.program(loc, variable.name, variable.expression, "any")
             if variable.name in self.variables:
                 continue  # a duplicate, already reported; the first definition stands
-            direct = reads(variable.expression).variables
+            # A broken variable's own reads may name undefined variables; it is never expanded anyway.
+            direct = reads(variable.expression).variables if program is not None else ()
             self.variables[variable.name] = (VariableSource(variable.name, variable.expression), names, direct)
             if program is None:
                 self.broken.add(variable.name)

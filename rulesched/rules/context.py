@@ -11,9 +11,10 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
-from rulesched.rules.quantity import QuantityError, quantity_value
+from rulesched.rules.quantity import QuantityError, parse_quantity, quantity_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +83,7 @@ def metrics_map(usage: NodeUsage | None, allocatable: Mapping[str, float], now: 
     return metrics
 
 
-def node_context(
-    node: Mapping[str, Any], usage: NodeUsage | None, now: datetime.datetime | None = None
-) -> NodeContext:
+def node_context(node: Mapping[str, Any], usage: NodeUsage | None, now: datetime.datetime | None = None) -> NodeContext:
     """The context of `node` with its metrics sample (or none)."""
     allocatable = resource_numbers(_dig(node, "status", "allocatable"))
     metrics = metrics_map(usage, allocatable, now or datetime.datetime.now(datetime.UTC))
@@ -93,13 +92,34 @@ def node_context(
     return NodeContext(name=node_name(node), node=node, allocatable=allocatable, metrics=metrics, key=identity)
 
 
-def _add(total: dict[str, float], more: Mapping[str, float]) -> None:
+def _exact(resources: object) -> dict[str, Decimal]:
+    """Like `resource_numbers`, but exact, so that sums are exact (100m + 200m is 0.3, not 0.30000000000000004)."""
+    if not isinstance(resources, Mapping):
+        return {}
+    numbers: dict[str, Decimal] = {}
+    for name, value in resources.items():
+        try:
+            numbers[str(name)] = _decimal(value)
+        except QuantityError:
+            continue
+    return numbers
+
+
+def _decimal(value: object) -> Decimal:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return Decimal(value)
+    if isinstance(value, str):
+        return parse_quantity(value)
+    raise QuantityError(f"invalid quantity {value!r}")
+
+
+def _add(total: dict[str, Decimal], more: Mapping[str, Decimal]) -> None:
     for name, value in more.items():
-        total[name] = total.get(name, 0.0) + value
+        total[name] = total.get(name, Decimal(0)) + value
 
 
-def _requests(container: object) -> dict[str, float]:
-    return resource_numbers(_dig(container, "resources", "requests"))
+def _requests(container: object) -> dict[str, Decimal]:
+    return _exact(_dig(container, "resources", "requests"))
 
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, float]:
@@ -111,11 +131,11 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, float]:
     """
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
     assert isinstance(spec, Mapping)
-    total: dict[str, float] = {}
+    total: dict[str, Decimal] = {}
     for container in _list(spec.get("containers")):
         _add(total, _requests(container))
-    sidecars: dict[str, float] = {}
-    init_peak: dict[str, float] = {}
+    sidecars: dict[str, Decimal] = {}
+    init_peak: dict[str, Decimal] = {}
     for container in _list(spec.get("initContainers")):
         step = dict(_requests(container))
         if isinstance(container, Mapping) and container.get("restartPolicy") == "Always":
@@ -125,11 +145,11 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, float]:
         else:
             _add(step, sidecars)
         for name, value in step.items():
-            init_peak[name] = max(init_peak.get(name, 0.0), value)
+            init_peak[name] = max(init_peak.get(name, Decimal(0)), value)
     for name, value in init_peak.items():
-        total[name] = max(total.get(name, 0.0), value)
-    _add(total, resource_numbers(spec.get("overhead")))
-    return total
+        total[name] = max(total.get(name, Decimal(0)), value)
+    _add(total, _exact(spec.get("overhead")))
+    return {name: float(value) for name, value in total.items()}
 
 
 def _list(value: object) -> list[Any]:

@@ -115,7 +115,5 @@ class Decision:
             "appliedRuleSets": self.applied,
             "nodes": [n.as_dict() for n in self.nodes.values()],
             "ranking": [{"name": n.name, "score": n.score} for n in self.ranking()],
-            "errors": [
-                {"ruleSet": e.rule_set, "rule": e.rule, "node": e.node, "error": e.error} for e in self.errors
-            ],
+            "errors": [{"ruleSet": e.rule_set, "rule": e.rule, "node": e.node, "error": e.error} for e in self.errors],
         }

@@ -196,6 +196,6 @@ def _normalize(raws: Sequence[float | None], how: str) -> list[float]:
     low, high = min(known), max(known)
     if high == low:
         return [0.0 if r is None else float(MAX_SCORE) for r in raws]
-    # Halved so that a range wider than the largest double (−1e308..1e308) does not overflow.
+    # Halved so that a range wider than the largest double (-1e308..1e308) does not overflow.
     span = high / 2 - low / 2
     return [0.0 if r is None else min(float(MAX_SCORE), MAX_SCORE * (r / 2 - low / 2) / span) for r in raws]

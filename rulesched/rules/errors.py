@@ -48,7 +48,7 @@ class LoadError:
         }
 
 
-class RulesLoadFailed(Exception):
+class RulesLoadFailed(Exception):  # noqa: N818 - a public name other packages catch
     """A set of rule files that cannot be used; every problem found is in `errors`."""
 
     def __init__(self, errors: Sequence[LoadError]) -> None:

@@ -24,6 +24,7 @@ from rulesched.rules.errors import LoadError, RulesLoadFailed
 from rulesched.rules.model import Filter, MatchCondition, Metadata, RuleSet, RuleSetSpec, Score, Variable
 
 RULE_SUFFIXES = (".yaml", ".yml")
+_READ_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +54,17 @@ def _child(node: yaml.Node, key: str | int) -> yaml.Node | None:
     return None
 
 
+def snapshots(paths: Iterable[Path]) -> tuple[str, ...]:
+    """Where each ConfigMap-style directory's `..data` points now ("" for plain paths)."""
+    return tuple(os.path.realpath(p / "..data") if (p / "..data").exists() else "" for p in paths)
+
+
 def rule_files(paths: Iterable[Path]) -> list[tuple[str, Path]]:
-    """(name to report, path to read) for every rule file under `paths`, in a stable order."""
+    """(name to report, path to read) for every rule file under `paths`, in a stable order.
+
+    In a ConfigMap-style directory the files are listed and read inside the snapshot `..data`
+    points to, so that every file comes from one version; they are reported by their visible names.
+    """
     found: list[tuple[str, Path]] = []
     for path in paths:
         if not path.is_dir():
@@ -63,12 +73,11 @@ def rule_files(paths: Iterable[Path]) -> list[tuple[str, Path]]:
             continue
         data = path / "..data"
         snapshot = Path(os.path.realpath(data)) if data.exists() else path
-        for entry in sorted(path.iterdir()):
+        for entry in sorted(snapshot.iterdir()):
             if entry.name.startswith(".") or entry.suffix not in RULE_SUFFIXES:
                 continue
-            target = snapshot / entry.name if snapshot != path else entry
-            if target.is_file():
-                found.append((str(entry), target))
+            if entry.is_file():
+                found.append((str(path / entry.name), entry))
     return found
 
 
@@ -104,12 +113,36 @@ def _parse(name: str, text: str) -> list[Document]:
         documents = []
         while loader.check_node():
             node = loader.get_node()
+            _check_unique_keys(node)
             data = loader.construct_document(node)
             if data is not None:
                 documents.append(Document(file=name, data=data, node=node))
         return documents
     finally:
         loader.dispose()
+
+
+def _check_unique_keys(node: yaml.Node | None) -> None:
+    """PyYAML keeps the last of two equal keys; a repeated `expression:` must not silently win."""
+    pending: list[yaml.Node | None] = [node]
+    visited: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if id(current) in visited:
+            continue  # an alias to a node already checked (or a recursive one)
+        visited.add(id(current))
+        if isinstance(current, yaml.MappingNode):
+            seen: set[tuple[str, str]] = set()
+            for key, value in current.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    if (key.tag, key.value) in seen:
+                        raise yaml.constructor.ConstructorError(
+                            problem=f"duplicate key {key.value!r}", problem_mark=key.start_mark
+                        )
+                    seen.add((key.tag, key.value))
+                pending.append(value)
+        elif isinstance(current, yaml.SequenceNode):
+            pending.extend(current.value)
 
 
 def _validate(document: Document) -> tuple[RuleSet | None, list[LoadError]]:
@@ -225,11 +258,27 @@ def compile_documents(documents: Sequence[Document], engine: Engine) -> tuple[li
     return compiled, errors
 
 
+def _read_consistently(
+    paths: Sequence[Path],
+) -> tuple[list[tuple[str, Path]], list[Document], list[LoadError], str]:
+    """Read every rule file; if a `..data` swap happened meanwhile, read again from the new version."""
+    for _ in range(_READ_ATTEMPTS):
+        before = snapshots(paths)
+        try:
+            files = rule_files(paths)
+        except OSError:  # the snapshot was removed while being listed: a swap is under way
+            continue
+        documents, errors, digest = read_documents(files)
+        if snapshots(paths) == before:
+            return files, documents, errors, digest
+    files = rule_files(paths)
+    return files, *read_documents(files)
+
+
 def load_rule_book(paths: Sequence[Path], engine: Engine, *, generation: int = 1) -> RuleBook:
     """The compiled rules under `paths`; raises `RulesLoadFailed` with every error found."""
-    files = rule_files(paths)
+    files, documents, errors, digest = _read_consistently(paths)
     missing = [LoadError(file=str(p), message="no such file or directory") for p in paths if not p.exists()]
-    documents, errors, digest = read_documents(files)
     compiled, problems = compile_documents(documents, engine)
     errors = missing + errors + sorted(problems, key=lambda e: (e.file, e.line or 0))
     if errors:

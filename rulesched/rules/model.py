@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 API_VERSION = "rulesched.io/v1alpha1"
 
@@ -17,6 +17,16 @@ RuleName = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za
 VariableName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")]
 Expression = Annotated[str, Field(min_length=1, max_length=10_000)]
 Mode = Literal["Enforce", "Audit"]
+Flag = Annotated[bool, Field(strict=True)]
+"""A YAML boolean: `true`/`false`, not the string "yes" that lax parsing would accept."""
+
+
+def _null_is_empty(value: object) -> object:
+    # `filters:` with nothing under it (say, every entry commented out) is YAML null, not an error.
+    return [] if value is None else value
+
+
+RuleList = BeforeValidator(_null_is_empty)
 
 
 class _Strict(BaseModel):
@@ -44,7 +54,7 @@ class Filter(_Strict):
     expression: Expression
     message: str = ""
     messageExpression: str = ""
-    resolvableByPreemption: bool = False
+    resolvableByPreemption: Flag = False
     failurePolicy: Literal["Fail", "Ignore"] = "Fail"
     mode: Mode = "Enforce"
 
@@ -54,16 +64,16 @@ class Score(_Strict):
 
     name: RuleName
     expression: Expression
-    weight: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    weight: Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)] = 1.0
     normalize: Literal["MinMax", "Clamp"] = "MinMax"
     mode: Mode = "Enforce"
 
 
 class RuleSetSpec(_Strict):
-    matchConditions: list[MatchCondition] = []
-    variables: list[Variable] = []
-    filters: list[Filter] = []
-    scores: list[Score] = []
+    matchConditions: Annotated[list[MatchCondition], RuleList] = []
+    variables: Annotated[list[Variable], RuleList] = []
+    filters: Annotated[list[Filter], RuleList] = []
+    scores: Annotated[list[Score], RuleList] = []
 
 
 class Metadata(BaseModel):

@@ -8,6 +8,7 @@ and evaluates entirely with that book, so it never sees a mix of two generations
 from __future__ import annotations
 
 import datetime
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -20,6 +21,8 @@ from rulesched.rules.errors import LoadError, RulesLoadFailed
 from rulesched.rules.loader import load_rule_book
 
 ReloadOutcome = Literal["loaded", "unchanged", "rejected"]
+
+log = logging.getLogger("rulesched.rules")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +49,28 @@ class RuleStore:
         """Load the rules again; the active book changes only if the new set loads and differs."""
         with self._lock:
             outcome = self._reload()
+        self._log(outcome)
         for listener in self.listeners:
             listener(outcome, self.book, self.last_rejected)
         return outcome
+
+    def _log(self, outcome: ReloadOutcome) -> None:
+        if outcome == "loaded" and self.book is not None:
+            book = self.book
+            names = [rs.name for rs in book.rule_sets]
+            log.info(
+                "rules loaded: generation %d, %d rule sets from %d files",
+                book.generation,
+                len(names),
+                len(book.files),
+                extra={"generation": book.generation, "hash": book.hash, "ruleSets": names, "files": list(book.files)},
+            )
+        elif outcome == "rejected" and self.last_rejected is not None:
+            errors = [str(e) for e in self.last_rejected.errors]
+            kept = f"generation {self.book.generation} stays active" if self.book else "no rules are active"
+            log.error("rules rejected (%s): %s", kept, "; ".join(errors), extra={"errors": errors})
+        else:
+            log.debug("rules unchanged")
 
     def _reload(self) -> ReloadOutcome:
         generation = self.book.generation + 1 if self.book else 1

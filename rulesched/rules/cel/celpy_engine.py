@@ -18,6 +18,7 @@ import celpy
 import celpy.adapter
 import celpy.celparser
 import celpy.evaluation
+import lark
 from celpy import celtypes
 
 from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
@@ -120,7 +121,36 @@ def _functions() -> dict[str, Callable[..., Any]]:
     for overload in OVERLOADS:
         by_name.setdefault(overload.function, []).append(overload)
     functions.update({name: _library_function(group) for name, group in by_name.items()})
+    functions.update(_strings())
     return functions
+
+
+def _strings() -> dict[str, Callable[..., Any]]:
+    """cel-go's string extensions (which cel-cpp has built in) for celpy."""
+    string, integer = celtypes.StringType, celtypes.IntType
+
+    def join(items: Any, separator: Any = "") -> Any:
+        return string(str(separator).join(str(i) for i in items))
+
+    return {
+        "lowerAscii": lambda s: string(s.lower()),
+        "upperAscii": lambda s: string(s.upper()),
+        "trim": lambda s: string(s.strip()),
+        "split": lambda s, sep: celtypes.ListType([string(p) for p in s.split(sep)]),
+        "indexOf": lambda s, sub: integer(s.find(sub)),
+        "lastIndexOf": lambda s, sub: integer(s.rfind(sub)),
+        "replace": lambda s, old, new: string(s.replace(old, new)),
+        "join": join,
+        "string": _to_string,
+    }
+
+
+def _to_string(value: Any) -> Any:
+    # cel-cpp writes doubles without a trailing ".0" (string(2.0) == "2"); celpy keeps it.
+    if isinstance(value, celtypes.DoubleType):
+        text = repr(float(value))
+        return celtypes.StringType(text[:-2] if text.endswith(".0") else text)
+    return celtypes.StringType(value)
 
 
 def plain(value: Any) -> Any:
@@ -154,15 +184,32 @@ class CelpyProgram(Program):
         self._variables = variables
 
     def evaluate(self, bindings: Any) -> Any:
+        if self._variables:
+            bindings = {**bindings}
+            bindings["variables"] = _LazyVariables(self._variables, bindings)
         try:
-            if self._variables:
-                bound = celtypes.MapType()
-                bindings = {**bindings, "variables": bound}
-                for name, runner in self._variables:
-                    bound[celtypes.StringType(name)] = runner.evaluate(bindings)
             return plain(self._runner.evaluate(bindings))
         except celpy.evaluation.CELEvalError as error:
             raise CelEvalError(str(error.args[0]) if error.args else str(error)) from None
+
+
+class _LazyVariables(celtypes.MapType):
+    """`variables`, each evaluated when first read (as cel-cpp's `cel.bind` and Kubernetes do)."""
+
+    def __init__(self, definitions: Sequence[tuple[str, celpy.Runner]], bindings: dict[str, Any]) -> None:
+        super().__init__()
+        self._pending = {celtypes.StringType(name): runner for name, runner in definitions}
+        self._bindings = bindings
+
+    def __getitem__(self, key: Any) -> Any:
+        if not dict.__contains__(self, key) and key in self._pending:
+            value: Any
+            try:
+                value = self._pending[key].evaluate(self._bindings)
+            except celpy.evaluation.CELEvalError as error:
+                value = error  # celpy propagates an error value to whatever reads it
+            dict.__setitem__(self, key, value)
+        return super().__getitem__(key)
 
 
 class CelpyEngine(Engine):
@@ -171,6 +218,7 @@ class CelpyEngine(Engine):
     def __init__(self) -> None:
         self._env = celpy.Environment(runner_class=celpy.InterpretedRunner)
         self._functions = _functions()
+        self._known = frozenset(self._functions) | frozenset(_BASE) | _MACROS
         self._checker: Engine | None = _cpp_checker()
 
     def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
@@ -184,6 +232,10 @@ class CelpyEngine(Engine):
         except celpy.celparser.CELParseError as error:
             message = str(error.args[0]) if error.args else str(error)
             raise CelCompileError(message.splitlines()[0], error.line, error.column) from error
+        unknown = sorted(_called(tree) - self._known)
+        if unknown:
+            names = ", ".join(unknown)
+            raise CelCompileError(f"{names}: not available on the celpy engine (use --cel-engine cpp)")
         return self._env.program(tree, functions=self._functions)
 
     def convert(self, value: Any) -> Any:
@@ -193,6 +245,20 @@ class CelpyEngine(Engine):
 
     def bindings(self, values: Mapping[str, Any]) -> Any:
         return dict(values)
+
+
+_MACROS = frozenset({"has", "all", "exists", "exists_one", "map", "filter", "dyn"})
+
+
+def _called(tree: lark.Tree[Any]) -> set[str]:
+    """The names of every function and method `tree` calls."""
+    names: set[str] = set()
+    for node in tree.iter_subtrees():
+        if node.data == "ident_arg":
+            names.add(str(node.children[0]))
+        elif node.data == "member_dot_arg":
+            names.add(str(node.children[1]))
+    return names
 
 
 def _cpp_checker() -> Engine | None:

@@ -1,0 +1,146 @@
+"""Node metrics from metrics-server (`metrics.k8s.io/v1beta1`), polled in a background thread.
+
+Every `interval` seconds the thread lists `/apis/metrics.k8s.io/v1beta1/nodes` and swaps in the new
+samples by reference; the request path only reads the latest ones, and a sample older than `max_age`
+seconds counts as absent. When the API is missing (404: metrics-server not installed) or failing (503
+from the aggregator, connection refused, ...), the problem is logged once per change of state, the old
+samples stay until they age out, and polling goes on until metrics-server answers again: scoring
+degrades, filtering never breaks.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client import CustomObjectsApi
+from kubernetes.client.exceptions import ApiException
+
+from rulesched.cluster.kube import read_json, status_message
+from rulesched.cluster.sources import node_usage
+from rulesched.rules.context import NodeUsage, node_name
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MetricsStatus:
+    """The source's health, for Prometheus and logs."""
+
+    nodes: int
+    """Nodes with a sample (fresh or not)."""
+    newest_age: float | None
+    """Seconds since the newest sample was taken; None without samples."""
+    last_poll_ok: bool | None
+    """Whether the last poll succeeded; None before the first."""
+    last_error: str
+    """What the last failed poll said ("" when the last poll succeeded)."""
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def parse_samples(document: object, received: datetime.datetime) -> dict[str, NodeUsage]:
+    """A NodeMetricsList's samples by node name; a sample without a timestamp counts as taken on receipt."""
+    items = document.get("items") if isinstance(document, Mapping) else None
+    if not isinstance(items, list):
+        raise ValueError("not a NodeMetricsList (no 'items' list)")
+    samples: dict[str, NodeUsage] = {}
+    for item in items:
+        if isinstance(item, Mapping) and node_name(item):
+            sample = node_usage(item)
+            if sample.timestamp is None:
+                sample = NodeUsage(sample.cpu, sample.memory, received)
+            samples[node_name(item)] = sample
+    return samples
+
+
+def describe_failure(error: Exception) -> str:
+    if isinstance(error, ApiException) and error.status == 404:
+        return "metrics.k8s.io is not served (404): is metrics-server installed?"
+    if isinstance(error, ApiException):
+        return status_message(error)
+    return f"{type(error).__name__}: {error}"
+
+
+class MetricsServerSource:
+    """A MetricsSource polling metrics-server through the Kubernetes API."""
+
+    def __init__(
+        self,
+        api: Any,
+        *,
+        interval: float = 15.0,
+        max_age: float = 90.0,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 10.0,
+    ) -> None:
+        self._custom = CustomObjectsApi(api)
+        self._interval = interval
+        self._max_age = max_age
+        self._timeout = (connect_timeout, read_timeout)
+        self._samples: dict[str, NodeUsage] = {}
+        self._last_ok: bool | None = None
+        self._last_error = ""
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def usage(self, name: str) -> NodeUsage | None:
+        sample = self._samples.get(name)
+        if sample is None or sample.timestamp is None:
+            return sample
+        age = (_now() - sample.timestamp).total_seconds()
+        return sample if age <= self._max_age else None
+
+    def poll(self) -> bool:
+        """Fetch the samples once now (the thread does this every interval); True when it worked."""
+        try:
+            response = self._custom.list_cluster_custom_object(
+                "metrics.k8s.io", "v1beta1", "nodes", _preload_content=False, _request_timeout=self._timeout
+            )
+            samples = parse_samples(read_json(response), _now())
+        except Exception as error:  # any failure only means "no new samples"; the old ones age out
+            self._note(False, describe_failure(error))
+            return False
+        self._samples = samples  # one reference swap
+        self._note(True, "")
+        return True
+
+    def newest_sample_age(self) -> float | None:
+        return self.status().newest_age
+
+    def status(self) -> MetricsStatus:
+        samples = self._samples
+        stamps = [s.timestamp for s in samples.values() if s.timestamp is not None]
+        newest = (_now() - max(stamps)).total_seconds() if stamps else None
+        return MetricsStatus(len(samples), newest, self._last_ok, self._last_error)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="rulesched-metrics", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(sum(self._timeout) + 1.0)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self.poll()
+            self._stopping.wait(self._interval)
+
+    def _note(self, ok: bool, error: str) -> None:
+        before, self._last_ok, self._last_error = self._last_ok, ok, error
+        if ok and before is not True:
+            state = "is back" if before is False else "answers"
+            log.info("metrics-server %s: samples for %d nodes", state, len(self._samples))
+        elif not ok and before is not False:
+            log.warning("metrics-server unavailable (%s): scoring goes on without fresh metrics", error)
+        elif not ok:
+            log.debug("metrics-server still unavailable: %s", error)

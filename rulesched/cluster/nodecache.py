@@ -1,0 +1,331 @@
+"""The node cache: every Node of the cluster, kept current by list-then-watch in a background thread.
+
+The thread lists the nodes (in pages), then watches from the list's resourceVersion with bookmarks, and
+watches again from the last resourceVersion whenever a watch ends. A watch too old for the API server
+("410 Gone", an ERROR event with code 410) is answered by a new list whose result replaces the cache in
+one reference swap, so a reader never sees a node disappear that still exists. Connection loss and other
+errors are retried with capped exponential backoff while readers keep the last known nodes. Nodes are
+stored as the plain JSON dicts the API sent (camelCase keys, no client model objects), and `get` is a
+dict lookup that never blocks; only `fetch` (one direct GET, bounded in time) may.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from kubernetes.client import CoreV1Api
+from kubernetes.client.exceptions import ApiException
+
+from rulesched.cluster.kube import discard, interrupt, read_json, status_message
+from rulesched.rules.context import node_name
+
+log = logging.getLogger(__name__)
+
+Node = Mapping[str, Any]
+T = TypeVar("T")
+Outcome = Literal["ok", "short", "expired", "error"]
+
+_HEALTHY_WATCH_SECONDS = 1.0
+"""A watch that ends sooner than this with no event is retried after a backoff pause, not at once."""
+_MAX_DELETED = 10_000
+"""Names of deleted nodes remembered (so a late fetch cannot resurrect one) until the next list."""
+
+
+class WatchExpiredError(Exception):
+    """The resourceVersion being watched is too old for the API server (410 Gone): relist."""
+
+
+class WatchFailedError(Exception):
+    """The API server ended a watch with an ERROR event other than 410 (e.g. 500, 504)."""
+
+
+@dataclass(frozen=True)
+class NodeCacheStatus:
+    """What the cache can tell about itself (for /readyz, logs and Prometheus)."""
+
+    ready: bool
+    """The first list has completed."""
+    nodes: int
+    resource_version: str
+    """Where the next watch starts (the last event's or bookmark's resourceVersion)."""
+    relists: int
+    """Lists completed: 1 after the first, one more after each 410 Gone."""
+    failing: bool
+    """The last request to the API failed (an outage is under way)."""
+    last_error: str
+    """What the failure under way says ("" when the API answers)."""
+
+
+def backoff_delay(failures: int, initial: float, maximum: float) -> float:
+    """Seconds to wait after `failures` failures in a row: `initial`, doubling, capped at `maximum`."""
+    return float(min(maximum, initial * 2 ** max(0, failures - 1)))
+
+
+def watch_lines(response: Any) -> Iterator[bytes]:
+    """The lines of a watch stream as they arrive; an event may span HTTP chunks, so split on newlines."""
+    pending = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        yield from (line for line in lines if line.strip())
+    if pending.strip():
+        yield pending
+
+
+class NodeCache:
+    """A NodeSource backed by the Kubernetes API: list, then watch, in one daemon thread."""
+
+    def __init__(
+        self,
+        api: Any,
+        *,
+        fetch_timeout: float = 2.0,
+        watch_timeout: int = 240,
+        page_size: int = 500,
+        connect_timeout: float = 5.0,
+        list_timeout: float = 60.0,
+        backoff_initial: float = 0.2,
+        backoff_max: float = 10.0,
+    ) -> None:
+        self._core = CoreV1Api(api)
+        self._fetch_timeout = fetch_timeout
+        self._watch_timeout = watch_timeout
+        self._page_size = page_size
+        self._connect_timeout = connect_timeout
+        self._list_timeout = list_timeout
+        self._backoff = (backoff_initial, backoff_max)
+        self._nodes: dict[str, Node] = {}
+        self._deleted: set[str] = set()
+        self._lock = threading.Lock()
+        self._rv = ""
+        self._synced = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response: Any = None
+        self._relists = 0
+        self._failing = False
+        self._last_error = ""
+
+    # -- NodeSource -------------------------------------------------------------------------------------
+
+    def get(self, name: str) -> Node | None:
+        return self._nodes.get(name)
+
+    def fetch(self, name: str) -> Node | None:
+        """One direct GET of the node, bounded by fetch_timeout; the node found joins the cache."""
+        try:
+            response = self._core.read_node(name, _preload_content=False, _request_timeout=self._fetch_timeout)
+            node = read_json(response)
+        except Exception as error:  # connection refused, timeout, malformed body: the caller treats it as unknown
+            if not (isinstance(error, ApiException) and error.status == 404):
+                # During an outage the watch has already said so; one line per request would drown it.
+                level = logging.DEBUG if self._failing else logging.WARNING
+                log.log(level, "direct GET of node %s failed: %s", name, _describe(error))
+            return None
+        if not isinstance(node, dict) or node_name(node) != name:
+            return None
+        with self._lock:
+            # A node deleted since the GET was sent must not come back as a ghost; the watch has the last word.
+            if name not in self._nodes and name not in self._deleted:
+                self._nodes[name] = node
+        return node
+
+    def ready(self) -> bool:
+        return self._synced.is_set()
+
+    def size(self) -> int:
+        return len(self._nodes)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="rulesched-node-cache", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        response = self._response
+        if response is not None:
+            interrupt(response)
+        if self._thread is not None:
+            self._thread.join(self._connect_timeout + 1.0)
+
+    # -- extras -----------------------------------------------------------------------------------------
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Block up to `timeout` seconds for the first list; True once it has completed."""
+        return self._synced.wait(timeout)
+
+    def status(self) -> NodeCacheStatus:
+        return NodeCacheStatus(
+            ready=self.ready(),
+            nodes=self.size(),
+            resource_version=self._rv,
+            relists=self._relists,
+            failing=self._failing,
+            last_error=self._last_error,
+        )
+
+    # -- the background thread --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            outcome = self._round()
+            if outcome == "ok":
+                failures = 0
+                continue
+            failures += 1
+            if outcome == "expired" and failures == 1:
+                continue  # the relist is the recovery; only a 410 again right away earns a pause
+            self._stopping.wait(backoff_delay(failures, *self._backoff))
+
+    def _round(self) -> Outcome:
+        """One list (when needed) and one watch; never raises."""
+        try:
+            if not self._rv:
+                self._relist()
+            outcome = self._watch()
+        except WatchExpiredError as error:
+            log.info("node watch expired (%s): relisting", error)
+            self._rv = ""
+            return "expired"
+        except Exception as error:
+            if not self._stopping.is_set():
+                self._note_failure(error)
+            return "error"
+        return outcome
+
+    def _relist(self) -> None:
+        nodes, rv = self._list_all()
+        with self._lock:
+            self._nodes = nodes  # one reference swap: readers see the old or the new view, never a mix
+            self._deleted = set()
+            self._rv = rv
+        self._relists += 1
+        self._note_success()
+        if not self._synced.is_set():
+            log.info("node cache synced: %d nodes at resourceVersion %s", len(nodes), rv)
+        else:
+            log.info("node cache relisted: %d nodes at resourceVersion %s", len(nodes), rv)
+        self._synced.set()
+
+    def _list_all(self) -> tuple[dict[str, Node], str]:
+        nodes: dict[str, Node] = {}
+        token: str | None = None
+        while True:
+            page = self._list_page(token)
+            for item in page.get("items") or []:
+                if isinstance(item, dict) and node_name(item):
+                    nodes[node_name(item)] = item
+            metadata = page.get("metadata") or {}
+            token = metadata.get("continue") or None
+            if token is None:
+                return nodes, str(metadata.get("resourceVersion") or "")
+
+    def _list_page(self, token: str | None) -> Mapping[str, Any]:
+        response = self._core.list_node(
+            limit=self._page_size,
+            _continue=token,
+            _preload_content=False,
+            _request_timeout=(self._connect_timeout, self._list_timeout),
+        )
+        page: object = self._track(response, read_json)
+        if not isinstance(page, dict):
+            raise ValueError("the node list is not a JSON object")
+        return page
+
+    def _watch(self) -> Outcome:
+        started = time.monotonic()
+        try:
+            response = self._core.list_node(
+                watch=True,
+                resource_version=self._rv,
+                allow_watch_bookmarks=True,
+                timeout_seconds=self._watch_timeout,
+                _preload_content=False,
+                # The server ends the watch after timeout_seconds; a read timeout a little later catches a dead peer.
+                _request_timeout=(self._connect_timeout, self._watch_timeout + 30),
+            )
+        except ApiException as error:
+            if error.status == 410:  # servers without a watch cache may refuse the watch itself
+                raise WatchExpiredError(status_message(error)) from error
+            raise
+        self._note_success()  # connected: the API answers again
+        events = self._track(response, self._consume) or 0
+        quick = time.monotonic() - started < _HEALTHY_WATCH_SECONDS
+        return "short" if events == 0 and quick else "ok"
+
+    def _track(self, response: Any, read: Callable[[Any], T]) -> T | None:
+        """Read `response` with `read`, where stop() can interrupt it."""
+        self._response = response
+        try:
+            if self._stopping.is_set():
+                return None
+            return read(response)
+        finally:
+            self._response = None
+            discard(response)
+
+    def _consume(self, response: Any) -> int:
+        events = 0
+        for line in watch_lines(response):
+            if self._stopping.is_set():
+                break
+            self._apply(json.loads(line))
+            events += 1
+        return events
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            raise WatchFailedError(f"watch event {kind!r} without an object")
+        if kind == "ERROR":
+            raise _watch_error(obj)
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        name = node_name(obj)
+        with self._lock:
+            if kind in ("ADDED", "MODIFIED") and name:
+                self._nodes[name] = obj
+                self._deleted.discard(name)
+            elif kind == "DELETED" and name:
+                self._nodes.pop(name, None)
+                if len(self._deleted) >= _MAX_DELETED:
+                    self._deleted.clear()
+                self._deleted.add(name)
+            if rv:
+                self._rv = rv  # BOOKMARKs carry only this: where to resume
+
+    def _note_failure(self, error: Exception) -> None:
+        self._last_error = _describe(error)
+        if not self._failing:
+            self._failing = True
+            log.warning("node cache: Kubernetes API failing (%s); serving the last known nodes", self._last_error)
+        else:
+            log.debug("node cache: still failing: %s", self._last_error)
+
+    def _note_success(self) -> None:
+        self._last_error = ""
+        if self._failing:
+            self._failing = False
+            log.info("node cache: Kubernetes API reachable again (%d nodes)", self.size())
+
+
+def _watch_error(status: Mapping[str, Any]) -> Exception:
+    code = status.get("code")
+    message = str(status.get("message") or status.get("reason") or "unknown error")
+    if code == 410:
+        return WatchExpiredError(message)
+    return WatchFailedError(f"watch error {code}: {message}")
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, ApiException):
+        return status_message(error)
+    return f"{type(error).__name__}: {error}"

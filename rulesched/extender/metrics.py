@@ -1,0 +1,96 @@
+"""Prometheus metrics (prometheus-client), one registry per app so that several apps can coexist.
+
+Counters follow decisions and reloads; gauges that describe a state (rules generation, seconds since
+the last good reload, node cache size, metrics sample age) are computed when scraped.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from rulesched.rules.book import RuleBook
+from rulesched.rules.decision import Decision
+from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+CANDIDATE_BUCKETS = (1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+
+
+class Metrics:
+    """Every metric rulesched exports, registered in its own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "rulesched_requests", "HTTP requests by verb and status code", ["verb", "code"], registry=r
+        )
+        self.latency = Histogram(
+            "rulesched_request_duration_seconds",
+            "Request latency by verb",
+            ["verb"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.candidates = Histogram(
+            "rulesched_candidate_nodes", "Candidate nodes per request", ["verb"], buckets=CANDIDATE_BUCKETS, registry=r
+        )
+        rule = ["rule_set", "rule"]
+        self.rejections = Counter("rulesched_filter_rejections", "Nodes rejected, by filter rule", rule, registry=r)
+        self.errors = Counter("rulesched_rule_errors", "Rule evaluation errors, by rule", rule, registry=r)
+        self.audit = Counter(
+            "rulesched_audit_rejections", "Nodes an Audit-mode filter would have rejected, by rule", rule, registry=r
+        )
+        self.reloads = Counter(
+            "rulesched_reloads", "Rule reloads by result (loaded, unchanged, rejected)", ["result"], registry=r
+        )
+        self.generation = Gauge("rulesched_rules_generation", "Generation of the active rule book", registry=r)
+        self.since_reload = Gauge(
+            "rulesched_seconds_since_last_reload", "Seconds since the rules were last loaded successfully", registry=r
+        )
+        self.cache_nodes = Gauge("rulesched_node_cache_nodes", "Nodes in the node source", registry=r)
+        self.sample_age = Gauge(
+            "rulesched_metrics_sample_age_seconds", "Age of the newest node metrics sample", registry=r
+        )
+
+    def watch_store(self, store: RuleStore) -> None:
+        """Count reloads and report the active generation and the time since the last good load."""
+
+        def on_reload(outcome: ReloadOutcome, book: RuleBook | None, rejected: RejectedReload | None) -> None:
+            self.reloads.labels(outcome).inc()
+
+        store.listeners.append(on_reload)
+        self.generation.set_function(lambda: store.book.generation if store.book else 0)
+
+        def since() -> float:
+            if store.last_success is None:
+                return float("nan")
+            return (datetime.datetime.now(datetime.UTC) - store.last_success).total_seconds()
+
+        self.since_reload.set_function(since)
+
+    def watch_sources(self, cache_size: Callable[[], float] | None, sample_age: Callable[[], float] | None) -> None:
+        if cache_size is not None:
+            self.cache_nodes.set_function(cache_size)
+        if sample_age is not None:
+            self.sample_age.set_function(sample_age)
+
+    def decision(self, verb: str, decision: Decision, candidates: int) -> None:
+        self.candidates.labels(verb).observe(candidates)
+        for error in decision.errors:
+            self.errors.labels(error.rule_set, error.rule).inc()
+        for node in decision.nodes.values():
+            for result in node.filters:
+                if result.outcome == "fail":
+                    counter = self.rejections if result.enforce else self.audit
+                    counter.labels(result.rule_set, result.rule).inc()
+
+    def request(self, verb: str, code: int, seconds: float) -> None:
+        self.requests.labels(verb, str(code)).inc()
+        self.latency.labels(verb).observe(seconds)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

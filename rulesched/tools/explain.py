@@ -1,0 +1,98 @@
+"""`rulesched explain`: why a pod would land where it lands, rule by rule and node by node.
+
+`explain_report` is the one shape of an explanation: the server's `POST /explain` answers it, the
+local mode builds it from the same evaluation as the server (`inputs.decide`), and both outputs
+(JSON, table) are printed from it. In server mode the report comes from a running extender.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rulesched.rules.cel import EngineName, make_engine
+from rulesched.rules.decision import Decision
+from rulesched.rules.loader import load_rule_book
+from rulesched.tools.inputs import decide, read_metrics
+
+SERVER_TIMEOUT = 30.0
+"""Seconds to wait for the server's answer."""
+
+
+class ExplainError(Exception):
+    """The server could not be asked or answered badly; the message says what to do."""
+
+
+def pod_identity(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod's namespace, name and uid (the namespace defaults as in Kubernetes)."""
+    metadata = pod.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    return {
+        "namespace": metadata.get("namespace") or "default",
+        "name": metadata.get("name"),
+        "uid": metadata.get("uid"),
+    }
+
+
+def explain_report(pod: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
+    """The explanation of `decision` for `pod`: `{"pod": {...}, **decision.as_dict()}`. Pure."""
+    return {"pod": pod_identity(pod), **decision.as_dict()}
+
+
+def explain_local(
+    rules: Sequence[Path],
+    engine: EngineName,
+    pod: Mapping[str, Any],
+    nodes: Sequence[Mapping[str, Any]],
+    metrics: Path | None,
+) -> dict[str, Any]:
+    """The report of the server's evaluation, run here on the given files (raises on bad input)."""
+    book = load_rule_book(list(rules), make_engine(engine))
+    return explain_report(pod, decide(book, pod, nodes, read_metrics(metrics)))
+
+
+def extender_args(
+    pod: Mapping[str, Any], names: Sequence[str] | None, nodes: Sequence[Mapping[str, Any]] | None
+) -> dict[str, Any]:
+    """The ExtenderArgs body kube-scheduler would send: names mode, or full mode with the nodes."""
+    if nodes is not None:
+        return {"Pod": pod, "Nodes": {"metadata": {}, "items": list(nodes)}, "NodeNames": None}
+    return {"Pod": pod, "Nodes": None, "NodeNames": list(names or [])}
+
+
+def explain_remote(url: str, body: Mapping[str, Any], timeout: float = SERVER_TIMEOUT) -> dict[str, Any]:
+    """POST `body` to the server's /explain and return its report."""
+    target = url.rstrip("/") + "/explain"
+    request = urllib.request.Request(
+        target, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            answer = response.read()
+    except urllib.error.HTTPError as error:
+        raise ExplainError(_http_error(target, error)) from error
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise ExplainError(f"cannot reach {target}: {reason}; is `rulesched serve` running there?") from error
+    return _report(target, answer)
+
+
+def _http_error(target: str, error: urllib.error.HTTPError) -> str:
+    if error.code == 404:
+        return f"{target} answered 404: explain is disabled; start the server with --enable-explain"
+    detail = error.read().decode("utf-8", "replace").strip()
+    return f"{target} answered HTTP {error.code}" + (f": {detail[:500]}" if detail else "")
+
+
+def _report(target: str, answer: bytes) -> dict[str, Any]:
+    try:
+        report = json.loads(answer)
+    except ValueError as error:
+        raise ExplainError(f"{target} answered something that is not JSON: {answer[:200]!r}") from error
+    if not isinstance(report, dict) or not isinstance(report.get("nodes"), list):
+        raise ExplainError(f"{target} answered JSON that is not an explain report")
+    return report

@@ -1,0 +1,89 @@
+"""The files the tools read: a pod, a node list and a metrics list, as JSON or YAML.
+
+`decide` is the server's evaluation, step for step: node contexts built by `NodeContexts` from the
+node objects and the metrics source, then `evaluate` over them (filters, then scores over the nodes
+that pass). Explain and `rulesched test` both go through it, so they show what the scheduler gets.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rulesched.cluster.contexts import NodeContexts
+from rulesched.cluster.sources import FileMetricsSource, MetricsSource, SourceError, read_document
+from rulesched.rules.book import RuleBook
+from rulesched.rules.decision import Decision
+from rulesched.rules.engine import evaluate
+
+
+class InputError(Exception):
+    """A pod, node or metrics file that cannot be used; the message names the file and the problem."""
+
+
+def _parse_text(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise InputError(f"{where}: not valid JSON or YAML: {error}") from error
+
+
+def _document(path: Path) -> Any:
+    try:
+        return read_document(path)
+    except SourceError as error:
+        raise InputError(str(error)) from error
+
+
+def read_pod(path: Path | str) -> Mapping[str, Any]:
+    """A Pod from a JSON or YAML file, or from standard input when `path` is `-`."""
+    pod = _parse_text(sys.stdin.read(), "<stdin>") if str(path) == "-" else _document(Path(path))
+    if not isinstance(pod, Mapping) or not isinstance(pod.get("metadata"), Mapping):
+        raise InputError(f"{path}: want a Pod (an object with metadata)")
+    return pod
+
+
+def read_nodes(path: Path) -> list[Mapping[str, Any]]:
+    """The nodes of a NodeList file (a single Node object is accepted too)."""
+    document = _document(path)
+    if isinstance(document, Mapping) and document.get("kind") == "Node":
+        return [document]
+    items = document.get("items") if isinstance(document, Mapping) else None
+    if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
+        raise InputError(f"{path}: want a NodeList (an object with an 'items' list)")
+    unnamed = [i for i, node in enumerate(items) if not (node.get("metadata") or {}).get("name")]
+    if unnamed:
+        raise InputError(f"{path}: items[{unnamed[0]}] has no metadata.name")
+    return items
+
+
+def read_metrics(path: Path | None) -> MetricsSource | None:
+    """A metrics source from a NodeMetricsList file, or none."""
+    if path is None:
+        return None
+    try:
+        return FileMetricsSource(path)
+    except SourceError as error:
+        raise InputError(str(error)) from error
+
+
+def decide(
+    book: RuleBook,
+    pod: Mapping[str, Any],
+    nodes: Sequence[Mapping[str, Any]],
+    metrics: MetricsSource | None,
+    now: datetime.datetime | None = None,
+) -> Decision:
+    """The server's decision for `pod` over `nodes` (full mode: the nodes as the request carries them)."""
+    contexts = NodeContexts(None, metrics).for_objects(nodes)
+    return evaluate(book, pod, contexts, now=now)

@@ -1,0 +1,578 @@
+"""A small Kubernetes API server on loopback, speaking to the real `kubernetes` client as kube-apiserver v1.32 does.
+
+Its answers are built from the recorded responses in `../shared/fixtures/kube-apiserver-v1.32`: the node
+list (paged with `limit`/`continue`), watch streams with chunked framing (events split across chunks,
+BOOKMARKs, the 410 ERROR event of an expired resourceVersion), a node GET and its 404, 401 for a bad token,
+metrics.k8s.io (200, 404 when metrics-server is absent, 503 when it is down) and pods/binding (201 and the
+refusals). The test changes its state through methods: nodes added, labelled and deleted (watch events with
+increasing resourceVersions), watches expired, the whole server "down" (every connection dropped).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import datetime
+import json
+import socket
+import ssl
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from rulesched.cluster.kube import KubeAccess, KubeEnvironment, connect, find_config
+from tests.paths import APISERVER_FIXTURES
+
+TOKEN = "test-token"
+_TICK = 0.02
+"""Seconds a waiting watch sleeps between looks at the state."""
+_MAX_WATCH_SECONDS = 30
+_MAX_STALL_SECONDS = 10.0
+
+
+def fixture(name: str) -> Any:
+    return json.loads((APISERVER_FIXTURES / name).read_text())
+
+
+def _status(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
+    status.update(message=message, reason=reason)
+    if details is not None:
+        status["details"] = details
+    status["code"] = code
+    return status
+
+
+def _compact(document: Any) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode() + b"\n"
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Pod:
+    """A pod the server knows, for pods/binding: its uid and the node it is bound to ("" when pending)."""
+
+    uid: str
+    node: str = ""
+
+
+@dataclass
+class _Event:
+    rv: int
+    kind: str
+    obj: dict[str, Any]
+
+
+@dataclass
+class _State:
+    """Everything the server knows; guarded by `KubeAPI.cond`."""
+
+    nodes: dict[str, dict[str, Any]]
+    rv: int
+    events: list[_Event] = field(default_factory=list)
+    compacted: int = 0
+    expiries: int = 0
+    bookmarks: int = 0
+    down: bool = False
+    closing: bool = False
+    list_errors: list[int] = field(default_factory=list)
+    snapshots: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    stall_gets: float = 0.0
+    metrics_status: int = 200
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pods: dict[tuple[str, str], Pod] = field(default_factory=dict)
+    bind_forbidden: bool = False
+    requests: list[str] = field(default_factory=list)
+    bindings: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _initial_usage() -> dict[str, dict[str, Any]]:
+    items = fixture("m1-metrics-nodes-list.json")["items"]
+    return {i["metadata"]["name"]: {"usage": i["usage"], "timestamp": None} for i in items}
+
+
+class KubeAPI:
+    """The fake API server: `url` to connect to, methods to change what it serves."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        listed = fixture("a1-nodes-list.json")
+        nodes = {n["metadata"]["name"]: n for n in listed["items"]}
+        self.cond = threading.Condition()
+        self.state = _State(nodes=nodes, rv=int(listed["metadata"]["resourceVersion"]), usage=_initial_usage())
+        self._template = copy.deepcopy(nodes["node-a"])
+        self._server = _Server(("127.0.0.1", 0), _Handler, self)
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+        self.port = int(self._server.server_address[1])
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        with self.cond:
+            self.state.closing = True
+            self.cond.notify_all()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def kubeconfig(self, path: Path, token: str = TOKEN) -> Path:
+        return write_kubeconfig(path, self.url, token)
+
+    # -- changing the nodes -----------------------------------------------------------------------------
+
+    def _change(self, kind: str, node: dict[str, Any], *, silent: bool = False) -> int:
+        """Record one change at the next resourceVersion; `silent` leaves it out of the watch history."""
+        with self.cond:
+            self.state.rv += 1
+            node["metadata"]["resourceVersion"] = str(self.state.rv)
+            name = node["metadata"]["name"]
+            if kind == "DELETED":
+                self.state.nodes.pop(name, None)
+            else:
+                self.state.nodes[name] = node
+            if not silent:
+                watched = {"kind": "Node", "apiVersion": "v1", **copy.deepcopy(node)}
+                self.state.events.append(_Event(self.state.rv, kind, watched))
+            self.cond.notify_all()
+            return self.state.rv
+
+    def add_node(self, name: str, labels: dict[str, str] | None = None, *, silent: bool = False) -> int:
+        node = copy.deepcopy(self._template)
+        node["metadata"].update(name=name, uid=f"uid-{name}", labels={"kubernetes.io/hostname": name, **(labels or {})})
+        node["metadata"].pop("annotations", None)
+        return self._change("ADDED", node, silent=silent)
+
+    def label_node(self, name: str, key: str, value: str) -> int:
+        with self.cond:
+            node = copy.deepcopy(self.state.nodes[name])
+        node["metadata"].setdefault("labels", {})[key] = value
+        return self._change("MODIFIED", node)
+
+    def delete_node(self, name: str, *, silent: bool = False) -> int:
+        with self.cond:
+            node = copy.deepcopy(self.state.nodes[name])
+        return self._change("DELETED", node, silent=silent)
+
+    def node_names(self) -> set[str]:
+        with self.cond:
+            return set(self.state.nodes)
+
+    def bump(self) -> int:
+        """Another resource changed: the global resourceVersion moves, no node event."""
+        with self.cond:
+            self.state.rv += 1
+            return self.state.rv
+
+    def bookmark(self) -> int:
+        """Send a BOOKMARK at the current resourceVersion on every open watch that allows them."""
+        with self.cond:
+            self.state.bookmarks += 1
+            self.cond.notify_all()
+            return self.state.rv
+
+    def expire(self, changes: Callable[[], object] = lambda: None) -> None:
+        """Compact history: apply `changes` (use silent ones), then every watch older than now gets 410 Gone."""
+        changes()
+        with self.cond:
+            self.state.compacted = self.state.rv + 1
+            self.state.events.clear()
+            self.state.expiries += 1
+            self.cond.notify_all()
+
+    def fail_lists(self, *statuses: int) -> None:
+        """The next lists answer these HTTP statuses (410 as an expired list, c3), one each."""
+        with self.cond:
+            self.state.list_errors.extend(statuses)
+
+    def go_down(self) -> None:
+        """Drop every connection: open watches are cut, new requests get no answer."""
+        with self.cond:
+            self.state.down = True
+            self.cond.notify_all()
+
+    def come_back(self) -> None:
+        with self.cond:
+            self.state.down = False
+
+    def stall_gets(self, seconds: float) -> None:
+        """Node GETs answer only after `seconds` (a slow API server)."""
+        with self.cond:
+            self.state.stall_gets = seconds
+
+    def requests(self, prefix: str = "") -> list[str]:
+        with self.cond:
+            return [r for r in self.state.requests if r.startswith(prefix)]
+
+    # -- metrics and pods -------------------------------------------------------------------------------
+
+    def set_metrics_status(self, status: int) -> None:
+        """200 serves the samples, 404 is metrics-server not installed, 503 is metrics-server down."""
+        with self.cond:
+            self.state.metrics_status = status
+
+    def set_usage(self, name: str, cpu: str, memory: str, age: float | None = None) -> None:
+        """The node's sample; taken `age` seconds ago (None: at each request, as a live metrics-server)."""
+        stamp = None
+        if age is not None:
+            then = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=age)
+            stamp = then.strftime("%Y-%m-%dT%H:%M:%SZ")
+        with self.cond:
+            self.state.usage[name] = {"usage": {"cpu": cpu, "memory": memory}, "timestamp": stamp}
+
+    def add_pod(self, namespace: str, name: str, uid: str, node: str = "") -> None:
+        with self.cond:
+            self.state.pods[(namespace, name)] = Pod(uid, node)
+
+    def pod(self, namespace: str, name: str) -> Pod:
+        with self.cond:
+            return self.state.pods[(namespace, name)]
+
+    def forbid_binding(self, forbidden: bool = True) -> None:
+        with self.cond:
+            self.state.bind_forbidden = forbidden
+
+    def bindings(self) -> list[dict[str, Any]]:
+        with self.cond:
+            return list(self.state.bindings)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler], api: KubeAPI) -> None:
+        self.api = api
+        super().__init__(address, handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):  # a client that went away is not an error
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 10  # an idle keep-alive connection ends its thread
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    @property
+    def api(self) -> KubeAPI:
+        return self.server.api
+
+    @property
+    def state(self) -> _State:
+        return self.server.api.state
+
+    def _dispatch(self, method: str) -> None:
+        with self.api.cond:
+            self.state.requests.append(f"{method} {self.path}")
+            down = self.state.down
+        if down:
+            self._drop()
+            return
+        if not self._authorized():
+            self._json(401, fixture("d2-nodes-list-bad-token-401.json"))
+            return
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        parts = url.path.strip("/").split("/")
+        for pattern, handler in _ROUTES:
+            captured = _match(pattern, method, parts)
+            if captured is not None:
+                handler(self, query, *captured)
+                return
+        self._json(404, _status(404, "NotFound", "the server could not find the requested resource", {}))
+
+    def _authorized(self) -> bool:
+        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        return scheme.lower() == "bearer" and token.strip() == TOKEN
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError, ValueError):  # the client went away
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    # -- writing ----------------------------------------------------------------------------------------
+
+    def _json(self, code: int, document: Any) -> None:
+        self._body(code, _compact(document), "application/json")
+
+    def _body(self, code: int, body: bytes, content_type: str) -> None:
+        self.send_response(code)
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _start_chunked(self) -> None:
+        self.send_response(200)
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _chunked(self, body: bytes) -> None:
+        """A body sent as kube-apiserver sends lists: chunked, here in two chunks."""
+        self._start_chunked()
+        middle = len(body) // 2
+        self._chunk(body[:middle])
+        self._chunk(body[middle:])
+        self._chunk(b"")
+
+    # -- nodes ------------------------------------------------------------------------------------------
+
+    def list_nodes(self, query: dict[str, str]) -> None:
+        if query.get("watch") in ("true", "1", "True"):
+            self.watch_nodes(query)
+            return
+        with self.api.cond:
+            error = self.state.list_errors.pop(0) if self.state.list_errors else None
+            page = None if error else self._page(query)
+        if error == 410:
+            self._json(410, fixture("c3-list-exact-rv-after-compaction-410.json"))
+        elif error is not None:
+            self._json(error, _status(error, "InternalError", f"injected error {error}"))
+        elif page is None:
+            self._json(410, fixture("c2-list-continue-after-compaction-410.json"))
+        else:
+            self._chunked(_compact(page))
+
+    def _page(self, query: dict[str, str]) -> dict[str, Any] | None:
+        """One page of a consistent list: later pages come from the snapshot of the first."""
+        limit = int(query.get("limit") or 0) or 1_000_000
+        if "continue" in query:
+            token = json.loads(base64.urlsafe_b64decode(query["continue"] + "=="))
+            rv, start = int(token["rv"]), str(token["start"])
+            if rv not in self.state.snapshots:
+                return None
+            items = [n for n in self.state.snapshots[rv] if n["metadata"]["name"] > start]
+        else:
+            rv = self.state.rv
+            items = [copy.deepcopy(self.state.nodes[k]) for k in sorted(self.state.nodes)]
+            self.state.snapshots[rv] = items
+        metadata: dict[str, Any] = {"resourceVersion": str(rv)}
+        if len(items) > limit:
+            last = items[limit - 1]["metadata"]["name"]
+            raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": last}).encode()
+            metadata["continue"] = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+            metadata["remainingItemCount"] = len(items) - limit
+        return {"kind": "NodeList", "apiVersion": "v1", "metadata": metadata, "items": items[:limit]}
+
+    def get_node(self, query: dict[str, str], name: str) -> None:
+        with self.api.cond:
+            stall = self.state.stall_gets
+        deadline = time.monotonic() + min(stall, _MAX_STALL_SECONDS)
+        while time.monotonic() < deadline and not self.state.closing:
+            time.sleep(_TICK)
+        with self.api.cond:
+            node = copy.deepcopy(self.state.nodes.get(name))
+        if node is None:
+            missing = (APISERVER_FIXTURES / "d1-node-get-missing-404.json").read_text().replace("node-zz", name)
+            self._json(404, json.loads(missing))
+        else:
+            self._chunked(_compact({"kind": "Node", "apiVersion": "v1", **node}))
+
+    def watch_nodes(self, query: dict[str, str]) -> None:
+        with self.api.cond:
+            start = int(query.get("resourceVersion") or self.state.rv)
+            expiries, bookmarks = self.state.expiries, self.state.bookmarks
+            expired = start < self.state.compacted
+        timeout = min(int(query.get("timeoutSeconds") or _MAX_WATCH_SECONDS), _MAX_WATCH_SECONDS)
+        stream = _WatchStream(self, start, expiries, bookmarks, query.get("allowWatchBookmarks") == "true")
+        with contextlib.suppress(OSError, ValueError):  # the client went away
+            self._start_chunked()
+            if expired:  # a too-old watch is not an HTTP 410: a 200, one ERROR event, the end (c5)
+                self._event(fixture("c5-watch-compacted-rv-nowatchcache-410.ndjson"))
+                self._chunk(b"")
+            elif stream.run(time.monotonic() + timeout):
+                self._chunk(b"")
+
+    def _event(self, event: Any) -> None:
+        """One watch event, cut in two chunks: a client must put lines together across chunks."""
+        line = _compact(event)
+        middle = len(line) // 2
+        self._chunk(line[:middle])
+        self._chunk(line[middle:])
+
+    # -- metrics.k8s.io ---------------------------------------------------------------------------------
+
+    def list_metrics(self, query: dict[str, str]) -> None:
+        with self.api.cond:
+            status, usage = self.state.metrics_status, copy.deepcopy(self.state.usage)
+        if status == 404:
+            self._json(404, _status(404, "NotFound", "the server could not find the requested resource", {}))
+        elif status == 503:
+            body = (APISERVER_FIXTURES / "m10-metrics-nodes-list-apiservice-unavailable-503.txt").read_bytes()
+            self._body(503, body, "text/plain; charset=utf-8")
+        else:
+            self._json(200, _metrics_list(usage))
+
+    # -- pods/binding -----------------------------------------------------------------------------------
+
+    def bind_pod(self, query: dict[str, str], namespace: str, name: str) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        code, answer = self._bind(namespace, name, body)
+        self._json(code, answer)
+
+    def _bind(self, namespace: str, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self.api.cond:
+            self.state.bindings.append(body)
+            pod = self.state.pods.get((namespace, name))
+            uid = (body.get("metadata") or {}).get("uid")
+            node = (body.get("target") or {}).get("name", "")
+            if self.state.bind_forbidden:
+                message = (
+                    f'pods "{name}" is forbidden: User "system:serviceaccount:kube-system:rulesched" cannot create '
+                    f'resource "pods/binding" in API group "" in the namespace "{namespace}"'
+                )
+                return 403, _status(403, "Forbidden", message, {"name": name, "kind": "pods"})
+            if pod is None:
+                return 404, _status(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+            if uid and uid != pod.uid:
+                message = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod.uid}"
+                return 409, _status(409, "Conflict", message, {"name": name, "kind": "pods/binding"})
+            if pod.node:
+                message = (
+                    f'Operation cannot be fulfilled on pods/binding "{name}": '
+                    f'pod {name} is already assigned to node "{pod.node}"'
+                )
+                return 409, _status(409, "Conflict", message, {"name": name, "kind": "pods/binding"})
+            pod.node = node
+        # What kube-apiserver answers to a Binding: a Status "Success" with code 201 (not the Binding).
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+
+class _WatchStream:
+    """One open watch: history after `start`, then live events, bookmarks, expiry, or the server going down."""
+
+    def __init__(self, handler: _Handler, start: int, expiries: int, bookmarks: int, allow: bool) -> None:
+        self.handler = handler
+        self.sent = start
+        self.expiries = expiries
+        self.bookmarks = bookmarks
+        self.allow_bookmarks = allow
+
+    def run(self, deadline: float) -> bool:
+        """Stream until the deadline (True: end the stream cleanly) or until cut (False)."""
+        api = self.handler.api
+        while time.monotonic() < deadline:
+            with api.cond:
+                state = api.state
+                if state.down or state.closing:
+                    self.handler._drop()
+                    return False
+                if state.expiries != self.expiries:
+                    self.handler._event(fixture("c5-watch-compacted-rv-nowatchcache-410.ndjson"))
+                    return True
+                events = [e for e in state.events if e.rv > self.sent]
+                bookmark = state.bookmarks != self.bookmarks and self.allow_bookmarks
+                self.bookmarks, rv = state.bookmarks, state.rv
+                if not events and not bookmark:
+                    api.cond.wait(_TICK)
+                    continue
+            for event in events:
+                self.handler._event({"type": event.kind, "object": event.obj})
+                self.sent = event.rv
+            if bookmark:
+                self.handler._event(_bookmark(rv))
+        return True
+
+
+def _bookmark(rv: int) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((APISERVER_FIXTURES / "b1-nodes-watch.ndjson").read_text().splitlines()[-1])
+    event["object"]["metadata"]["resourceVersion"] = str(rv)
+    return event
+
+
+def _metrics_list(usage: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    items = []
+    for name in sorted(usage):
+        stamp = usage[name]["timestamp"] or _now()
+        metadata = {"name": name, "creationTimestamp": _now(), "labels": {"kubernetes.io/hostname": name}}
+        items.append({"metadata": metadata, "timestamp": stamp, "window": "15s", "usage": usage[name]["usage"]})
+    return {"kind": "NodeMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
+
+
+Route = Callable[..., None]
+_ROUTES: list[tuple[tuple[str, ...], Route]] = [
+    (("GET", "api", "v1", "nodes"), _Handler.list_nodes),
+    (("GET", "api", "v1", "nodes", "*"), _Handler.get_node),
+    (("GET", "apis", "metrics.k8s.io", "v1beta1", "nodes"), _Handler.list_metrics),
+    (("POST", "api", "v1", "namespaces", "*", "pods", "*", "binding"), _Handler.bind_pod),
+]
+
+
+def _match(pattern: tuple[str, ...], method: str, parts: list[str]) -> list[str] | None:
+    """The `*` segments of the path when `method` and `parts` match `pattern`, else None."""
+    if pattern[0] != method or len(pattern) - 1 != len(parts):
+        return None
+    captured = []
+    for want, got in zip(pattern[1:], parts, strict=True):
+        if want == "*":
+            captured.append(got)
+        elif want != got:
+            return None
+    return captured
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 5.0, what: str = "the condition") -> None:
+    """Poll `check` every 10 ms until it is true; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(0.01)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (connections to it are refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def write_kubeconfig(path: Path, url: str, token: str = TOKEN) -> Path:
+    """Write a kubeconfig for the server at `url` (JSON is YAML) and return its path."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": url}}],
+        "users": [{"name": "tester", "user": {"token": token}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "tester"}}],
+        "current-context": "fake",
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
+def access_for(api: KubeAPI | str, directory: Path, token: str = TOKEN) -> KubeAccess:
+    """A real API client for `api` (or a URL), loaded the way rulesched loads one: from a kubeconfig file."""
+    env = KubeEnvironment(environ={}, home=directory)
+    url = api if isinstance(api, str) else api.url
+    choice = find_config(write_kubeconfig(directory / "kubeconfig", url, token), env)
+    assert choice is not None
+    return connect(choice, env)

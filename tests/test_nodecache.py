@@ -1,0 +1,237 @@
+"""The node cache against a loopback API server speaking recorded kube-apiserver v1.32: list, watch, 410, outages."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rulesched.cluster.kube import KubeAccess
+from rulesched.cluster.nodecache import NodeCache, backoff_delay
+from tests.kubeapi import KubeAPI, access_for, wait_for
+
+FIXTURE_NODES = {"node-a", "node-b", "node-c", "node-d", "node-e"}
+
+
+@pytest.fixture
+def api() -> Iterator[KubeAPI]:
+    server = KubeAPI()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def access(api: KubeAPI, tmp_path: Path) -> Iterator[KubeAccess]:
+    access = access_for(api, tmp_path)
+    yield access
+    access.close()
+
+
+def make_cache(access: KubeAccess, **options: Any) -> NodeCache:
+    """A cache with short pauses between retries, so outages take milliseconds."""
+    fast: dict[str, Any] = {"backoff_initial": 0.02, "backoff_max": 0.1, "connect_timeout": 1.0}
+    return NodeCache(access.api, **(fast | options))
+
+
+@pytest.fixture
+def cache(access: KubeAccess) -> Iterator[NodeCache]:
+    cache = make_cache(access)
+    cache.start()
+    assert cache.wait_ready(5), "the first list did not complete"
+    yield cache
+    cache.stop()
+
+
+def known(cache: NodeCache) -> set[str]:
+    return {name for name in FIXTURE_NODES | {"node-f", "node-g", "node-x"} if cache.get(name) is not None}
+
+
+def test_backoff_doubles_up_to_the_cap() -> None:
+    assert [backoff_delay(n, 0.2, 1.0) for n in range(1, 6)] == [0.2, 0.4, 0.8, 1.0, 1.0]
+
+
+def test_cache_is_not_ready_before_the_first_list(access: KubeAccess) -> None:
+    cache = make_cache(access)
+    assert not cache.ready()
+    assert cache.get("node-a") is None
+    assert cache.size() == 0
+
+
+def test_first_list_fills_the_cache_with_the_nodes_as_the_api_sent_them(cache: NodeCache, api: KubeAPI) -> None:
+    assert cache.ready()
+    assert known(cache) == FIXTURE_NODES
+    node = cache.get("node-a")
+    assert node is not None
+    assert node["metadata"]["labels"]["filter.xy.com"] == "yes"
+    assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}  # camelCase, raw JSON
+    assert cache.status().resource_version == "212"
+    wait_for(lambda: bool(api.requests("GET /api/v1/nodes?allowWatchBookmarks=true")), what="the watch")
+    assert "resourceVersion=212" in api.requests("GET /api/v1/nodes?allowWatchBookmarks=true")[0]
+
+
+def test_list_is_read_in_pages(access: KubeAccess, api: KubeAPI) -> None:
+    cache = make_cache(access, page_size=2)
+    cache.start()
+    try:
+        assert cache.wait_ready(5)
+        assert known(cache) == FIXTURE_NODES
+        assert len(api.requests("GET /api/v1/nodes?limit=2")) == 1
+        assert len(api.requests("GET /api/v1/nodes?continue=")) == 2
+    finally:
+        cache.stop()
+
+
+def test_node_added_labelled_and_deleted_is_followed(cache: NodeCache, api: KubeAPI) -> None:
+    api.add_node("node-f", {"topology.kubernetes.io/zone": "z3"})
+    wait_for(lambda: cache.get("node-f") is not None, what="node-f added")
+    rv = api.label_node("node-f", "filter.xy.com", "yes")
+    wait_for(lambda: (cache.get("node-f") or {}).get("metadata", {}).get("resourceVersion") == str(rv))
+    node = cache.get("node-f")
+    assert node is not None
+    assert node["metadata"]["labels"]["filter.xy.com"] == "yes"
+    api.delete_node("node-f")
+    wait_for(lambda: cache.get("node-f") is None, what="node-f deleted")
+    assert known(cache) == FIXTURE_NODES
+    assert cache.size() == 5
+
+
+def test_bookmark_moves_the_resource_version_the_next_watch_starts_from(access: KubeAccess, api: KubeAPI) -> None:
+    cache = make_cache(access, watch_timeout=1)
+    cache.start()
+    try:
+        assert cache.wait_ready(5)
+        wait_for(lambda: bool(api.requests("GET /api/v1/nodes?allowWatchBookmarks=true")), what="the watch")
+        api.bump()
+        rv = api.bookmark()
+        wait_for(lambda: cache.status().resource_version == str(rv), what="the bookmark")
+        wait_for(lambda: any(f"resourceVersion={rv}&" in r for r in api.requests()), what="a watch from the bookmark")
+        assert cache.status().relists == 1
+    finally:
+        cache.stop()
+
+
+def test_expired_watch_relists_and_replaces_the_nodes_without_dropping_any(cache: NodeCache, api: KubeAPI) -> None:
+    wait_for(lambda: bool(api.requests("GET /api/v1/nodes?allowWatchBookmarks=true")), what="the watch")
+
+    def compacted_changes() -> None:  # changes whose events are lost: only a relist can see them
+        api.add_node("node-x", silent=True)
+        api.delete_node("node-e", silent=True)
+
+    api.expire(compacted_changes)
+    deadline = time.monotonic() + 5
+    while cache.status().relists < 2:
+        assert time.monotonic() < deadline, "no relist after 410 Gone"
+        assert {"node-a", "node-b", "node-c", "node-d"} <= known(cache), "a node still there went missing"
+    assert known(cache) == {"node-a", "node-b", "node-c", "node-d", "node-x"}
+    api.label_node("node-x", "after", "relist")
+    wait_for(lambda: "after" in (cache.get("node-x") or {}).get("metadata", {}).get("labels", {}))
+
+
+def test_list_answering_410_is_retried(access: KubeAccess, api: KubeAPI) -> None:
+    api.fail_lists(410, 500)
+    cache = make_cache(access)
+    cache.start()
+    try:
+        assert cache.wait_ready(5)
+        assert known(cache) == FIXTURE_NODES
+        assert len(api.requests("GET /api/v1/nodes?limit=")) == 3
+    finally:
+        cache.stop()
+
+
+def test_api_outage_serves_the_cache_and_catches_up_afterwards(
+    cache: NodeCache, api: KubeAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "rulesched.cluster.nodecache")
+    api.go_down()
+    wait_for(lambda: cache.status().failing, what="the cache to notice the outage")
+    wait_for(lambda: len(api.requests()) > 6, what="a few retries")
+    assert known(cache) == FIXTURE_NODES
+    api.add_node("node-g")
+    api.delete_node("node-e")
+    assert cache.get("node-g") is None
+    api.come_back()
+    wait_for(lambda: cache.get("node-g") is not None and cache.get("node-e") is None, what="the catch-up")
+    assert (cache.status().failing, cache.status().last_error) == (False, "")
+    assert cache.status().relists == 1  # resumed the watch from its resourceVersion: no relist needed
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, "an outage is logged once, not once per retry"
+    assert "serving the last known nodes" in warnings[0].getMessage()
+
+
+def test_unreachable_api_at_start_leaves_the_cache_not_ready(tmp_path: Path) -> None:
+    api = KubeAPI()
+    api.go_down()
+    access = access_for(api, tmp_path)
+    cache = make_cache(access)
+    cache.start()
+    try:
+        wait_for(lambda: cache.status().failing, what="the failure")
+        assert not cache.ready()
+        api.come_back()
+        assert cache.wait_ready(5)
+        assert known(cache) == FIXTURE_NODES
+    finally:
+        cache.stop()
+        access.close()
+        api.close()
+
+
+def test_bad_token_is_reported_as_unauthorized(api: KubeAPI, tmp_path: Path) -> None:
+    access = access_for(api, tmp_path, token="not-a-valid-token")
+    cache = make_cache(access)
+    cache.start()
+    try:
+        wait_for(lambda: cache.status().failing, what="the failure")
+        assert cache.status().last_error == "Unauthorized"
+        assert not cache.ready()
+    finally:
+        cache.stop()
+        access.close()
+
+
+def test_fetch_finds_a_node_the_watch_has_not_delivered(cache: NodeCache, api: KubeAPI) -> None:
+    api.add_node("node-late", silent=True)
+    assert cache.get("node-late") is None
+    node = cache.fetch("node-late")
+    assert node is not None
+    assert node["kind"] == "Node"
+    assert node["metadata"]["name"] == "node-late"
+    assert cache.get("node-late") is node
+
+
+def test_fetch_of_a_missing_node_is_none(cache: NodeCache, api: KubeAPI) -> None:
+    started = time.monotonic()
+    assert cache.fetch("node-zz") is None
+    assert time.monotonic() - started < 1.0
+    assert "GET /api/v1/nodes/node-zz" in api.requests()
+
+
+def test_fetch_is_bounded_by_its_timeout(access: KubeAccess, api: KubeAPI) -> None:
+    cache = make_cache(access, fetch_timeout=0.3)
+    api.stall_gets(3.0)
+    started = time.monotonic()
+    assert cache.fetch("node-a") is None
+    assert time.monotonic() - started < 1.5
+
+
+def test_fetch_with_the_api_down_is_none(cache: NodeCache, api: KubeAPI) -> None:
+    api.go_down()
+    api.add_node("node-late", silent=True)
+    assert cache.fetch("node-late") is None
+
+
+def test_stop_ends_the_thread_promptly_during_a_watch(access: KubeAccess, api: KubeAPI) -> None:
+    cache = make_cache(access, watch_timeout=30)
+    cache.start()
+    assert cache.wait_ready(5)
+    wait_for(lambda: bool(api.requests("GET /api/v1/nodes?allowWatchBookmarks=true")), what="the watch")
+    started = time.monotonic()
+    cache.stop()
+    assert time.monotonic() - started < 1.0
+    assert cache._thread is not None
+    assert not cache._thread.is_alive()
