@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from rulesched.cluster.binder import ApiBinder
 from rulesched.cluster.kube import KubeAccess
-from tests.kubeapi import KubeAPI, access_for
+from tests.kubeapi import KubeAPI
 
 
 @pytest.fixture
@@ -18,13 +17,6 @@ def api() -> Iterator[KubeAPI]:
     server.add_pod("default", "web-1", "uid-web-1")
     yield server
     server.close()
-
-
-@pytest.fixture
-def access(api: KubeAPI, tmp_path: Path) -> Iterator[KubeAccess]:
-    access = access_for(api, tmp_path)
-    yield access
-    access.close()
 
 
 @pytest.fixture

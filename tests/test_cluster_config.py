@@ -28,13 +28,6 @@ METRICS_FILE = APISERVER_FIXTURES / "m1-metrics-nodes-list.json"
 
 
 @pytest.fixture
-def api() -> Iterator[KubeAPI]:
-    server = KubeAPI()
-    yield server
-    server.close()
-
-
-@pytest.fixture
 def nowhere(tmp_path: Path) -> KubeEnvironment:
     """No credentials at all: an empty environment, an empty home, no service account."""
     (tmp_path / "home").mkdir()

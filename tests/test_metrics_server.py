@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,20 +13,6 @@ from tests.kubeapi import KubeAPI, access_for, free_port, wait_for
 
 GI = 2.0**30
 LOGGER = "rulesched.cluster.metrics_server"
-
-
-@pytest.fixture
-def api() -> Iterator[KubeAPI]:
-    server = KubeAPI()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def access(api: KubeAPI, tmp_path: Path) -> Iterator[KubeAccess]:
-    access = access_for(api, tmp_path)
-    yield access
-    access.close()
 
 
 @pytest.fixture

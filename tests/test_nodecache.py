@@ -17,20 +17,6 @@ from tests.kubeapi import KubeAPI, access_for, wait_for
 FIXTURE_NODES = {"node-a", "node-b", "node-c", "node-d", "node-e"}
 
 
-@pytest.fixture
-def api() -> Iterator[KubeAPI]:
-    server = KubeAPI()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def access(api: KubeAPI, tmp_path: Path) -> Iterator[KubeAccess]:
-    access = access_for(api, tmp_path)
-    yield access
-    access.close()
-
-
 def make_cache(access: KubeAccess, **options: Any) -> NodeCache:
     """A cache with short pauses between retries, so outages take milliseconds."""
     fast: dict[str, Any] = {"backoff_initial": 0.02, "backoff_max": 0.1, "connect_timeout": 1.0}

@@ -1,0 +1,71 @@
+"""The layering of DESIGN.md §2, enforced: import directions and one owner per third-party library."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.paths import REPO
+
+PACKAGE = REPO / "rulesched"
+
+# package prefix → rulesched packages it must not import
+FORBIDDEN_LAYERS = {
+    "rulesched.rules": ("rulesched.cluster", "rulesched.extender", "rulesched.tools", "rulesched.cli"),
+    "rulesched.cluster": ("rulesched.extender", "rulesched.tools", "rulesched.cli"),
+}
+
+# third-party library → the only modules (prefixes) allowed to import it
+OWNERS = {
+    "cel_expr_python": ("rulesched.rules.cel",),
+    "celpy": ("rulesched.rules.cel",),
+    "lark": ("rulesched.rules.cel",),
+    "kubernetes": ("rulesched.cluster",),
+    "starlette": ("rulesched.extender",),
+    "uvicorn": ("rulesched.extender",),
+    "prometheus_client": ("rulesched.extender",),
+    "orjson": ("rulesched.extender",),
+    "watchfiles": ("rulesched.rules.reloader",),
+    "pydantic_settings": ("rulesched.settings",),
+}
+
+
+def modules() -> list[tuple[str, Path]]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found.append((name, path))
+    return found
+
+
+def imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+MODULES = modules()
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_module_respects_the_layers_and_library_owners(module: str, path: Path) -> None:
+    found = imports(path)
+    for layer, forbidden in FORBIDDEN_LAYERS.items():
+        if module.startswith(layer):
+            assert not [i for i in found if i.startswith(forbidden)], f"{module} imports a higher layer"
+    for library, owners in OWNERS.items():
+        users = [i for i in found if i == library or i.startswith(library + ".")]
+        if users:
+            assert module.startswith(owners), f"{module} imports {library}, owned by {', '.join(owners)}"
+
+
+def test_every_module_opens_with_a_docstring() -> None:
+    missing = [m for m, p in MODULES if p.read_text().strip() and ast.get_docstring(ast.parse(p.read_text())) is None]
+    assert missing == []
