@@ -62,7 +62,7 @@ RULE_SETS: dict[str, tuple[str, ...]] = {
 
 
 def _hex(rng: random.Random, length: int) -> str:
-    return "".join(rng.choice("0123456789abcdef") for _ in range(length))
+    return f"{rng.getrandbits(4 * length):0{length}x}"
 
 
 def _labels(rng: random.Random, name: str, zone: str) -> dict[str, str]:
@@ -113,8 +113,12 @@ def _images(rng: random.Random) -> list[dict[str, Any]]:
     for index in range(40):
         repo = f"registry.example.com/team-{index % 9}/service-{rng.randint(0, 400)}"
         digest = _hex(rng, 64)
-        images.append({"names": [f"{repo}@sha256:{digest}", f"{repo}:v1.{rng.randint(0, 99)}.{rng.randint(0, 9)}"],
-                       "sizeBytes": rng.randint(5_000_000, 900_000_000)})
+        images.append(
+            {
+                "names": [f"{repo}@sha256:{digest}", f"{repo}:v1.{rng.randint(0, 99)}.{rng.randint(0, 9)}"],
+                "sizeBytes": rng.randint(5_000_000, 900_000_000),
+            }
+        )
     return images
 
 
@@ -192,7 +196,10 @@ def make_metrics(rng: random.Random, nodes: list[dict[str, Any]]) -> dict[str, A
                 "metadata": {"name": node["metadata"]["name"]},
                 "timestamp": "2026-11-22T01:00:00Z",
                 "window": "15.012s",
-                "usage": {"cpu": f"{rng.randint(50_000_000, 15_000_000_000)}n", "memory": f"{rng.randint(1, 60_000_000)}Ki"},
+                "usage": {
+                    "cpu": f"{rng.randint(50_000_000, 15_000_000_000)}n",
+                    "memory": f"{rng.randint(1, 60_000_000)}Ki",
+                },
             }
         )
     return {"apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetricsList", "metadata": {}, "items": items}
@@ -214,7 +221,7 @@ def _container(rng: random.Random, name: str, app: str) -> dict[str, Any]:
     }
 
 
-def make_pod(rng: random.Random, workload: int, replica: int) -> dict[str, Any]:
+def make_pod(rng: random.Random, workload: int, replica: int, namespace: str = "team-a") -> dict[str, Any]:
     """Replica `replica` of workload `workload`: replicas differ only in name, uid and pod-template-hash-free fields."""
     template = random.Random(workload * 7919 + 17)  # the workload's template is fixed by its number
     app = f"service-{workload}"
@@ -227,11 +234,19 @@ def make_pod(rng: random.Random, workload: int, replica: int) -> dict[str, Any]:
         "metadata": {
             "name": f"{app}-{template_hash}-{_hex(rng, 5)}",
             "generateName": f"{app}-{template_hash}-",
-            "namespace": "team-a",
+            "namespace": namespace,
             "uid": f"{_hex(rng, 8)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 12)}",
             "labels": labels,
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{app}-{template_hash}",
-                                 "uid": _hex(template, 32), "controller": True, "blockOwnerDeletion": True}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"{app}-{template_hash}",
+                    "uid": _hex(template, 32),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
         "spec": {
             "containers": containers,
@@ -241,10 +256,22 @@ def make_pod(rng: random.Random, workload: int, replica: int) -> dict[str, Any]:
             "serviceAccountName": "default",
             "schedulerName": "default-scheduler",
             "tolerations": [
-                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
             ],
-            "volumes": [{"name": "kube-api-access", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}],
+            "volumes": [
+                {"name": "kube-api-access", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
+            ],
             "priority": 0,
         },
         "status": {"phase": "Pending", "qosClass": "Burstable"},
@@ -259,10 +286,14 @@ class Workload:
     metrics: dict[str, Any]
     seed: int
 
+    def pod(self, number: int, replica: int = 0, namespace: str = "team-a") -> dict[str, Any]:
+        """Replica `replica` of workload `number`; the same arguments give the same pod."""
+        rng = random.Random(self.seed * 1_000_003 + number * 10_007 + replica)
+        return make_pod(rng, number, replica, namespace)
+
     def pods(self, count: int, *, replicas: bool) -> list[dict[str, Any]]:
-        """`count` pods: all replicas of one workload, or each from a new workload."""
-        rng = random.Random(self.seed + (1 if replicas else 2))
-        return [make_pod(rng, 0 if replicas else 1 + i, i) for i in range(count)]
+        """`count` pods: all replicas of workload 0, or each from a new workload (1, 2, …)."""
+        return [self.pod(0, i) if replicas else self.pod(1 + i) for i in range(count)]
 
 
 def make_workload(node_count: int, seed: int = 42) -> Workload:

@@ -26,16 +26,21 @@ class NodeContexts:
         self._cache: dict[str, NodeContext] = {}
         self._lock = threading.Lock()
 
-    def context(self, node: Mapping[str, Any]) -> NodeContext:
+    def context(self, node: Mapping[str, Any], name: str | None = None) -> NodeContext:
         """The context of a node object, reused while neither the node nor its metrics changed."""
-        name = node_name(node)
+        name = name if name is not None else node_name(node)
         usage = self.metrics.usage(name) if self.metrics else None
-        version = (node.get("metadata") or {}).get("resourceVersion")
         cached = self._cache.get(name)
-        if cached is not None and version and cached.key[1] == version and cached.key[2] == usage:
-            return cached
+        if cached is not None:
+            # The sources hand out the same objects until something changes: identity answers most
+            # calls without comparing versions (this runs for every candidate of every request).
+            if cached.node is node and cached.key[2] is usage:
+                return cached
+            version = (node.get("metadata") or {}).get("resourceVersion")
+            if version and cached.key[1] == version and cached.key[2] == usage:
+                return cached
         built = node_context(node, usage)
-        if version:
+        if (node.get("metadata") or {}).get("resourceVersion"):  # without one, never reused
             with self._lock:
                 if len(self._cache) >= _MAX_CACHED:
                     self._cache.clear()
@@ -50,10 +55,22 @@ class NodeContexts:
         """Names mode: contexts of the nodes the source knows, and the names it does not."""
         known: list[NodeContext] = []
         unknown: list[str] = []
+        get = self.nodes.get if self.nodes else _nothing
+        usage = self.metrics.usage if self.metrics else _nothing
+        cache = self._cache
         for name in names:
-            node = self.nodes.get(name) if self.nodes else None
+            node = get(name)
             if node is None:
                 unknown.append(name)
+                continue
+            # `context`'s identity check, inlined: this loop runs for every candidate of every request.
+            cached = cache.get(name)
+            if cached is not None and cached.node is node and cached.key[2] is usage(name):
+                known.append(cached)
             else:
-                known.append(self.context(node))
+                known.append(self.context(node, name))
         return known, unknown
+
+
+def _nothing(name: str) -> None:
+    return None

@@ -6,8 +6,9 @@ the last good reload, node cache size, metrics sample age) are computed when scr
 
 from __future__ import annotations
 
+import collections
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -78,15 +79,15 @@ class Metrics:
         if sample_age is not None:
             self.sample_age.set_function(sample_age)
 
-    def decision(self, verb: str, decision: Decision, candidates: int) -> None:
+    def decision(
+        self, verb: str, decision: Decision, candidates: int, failures: Mapping[tuple[str, str, bool], int]
+    ) -> None:
+        """Count one decision; `failures` is `decision.failures()`, counted once by the caller."""
         self.candidates.labels(verb).observe(candidates)
-        for error in decision.errors:
-            self.errors.labels(error.rule_set, error.rule).inc()
-        for node in decision.nodes.values():
-            for result in node.filters:
-                if result.outcome == "fail":
-                    counter = self.rejections if result.enforce else self.audit
-                    counter.labels(result.rule_set, result.rule).inc()
+        for (rule_set, rule), count in collections.Counter((e.rule_set, e.rule) for e in decision.errors).items():
+            self.errors.labels(rule_set, rule).inc(count)
+        for (rule_set, rule, enforce), count in failures.items():
+            (self.rejections if enforce else self.audit).labels(rule_set, rule).inc(count)
 
     def request(self, verb: str, code: int, seconds: float) -> None:
         self.requests.labels(verb, str(code)).inc()

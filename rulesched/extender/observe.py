@@ -8,7 +8,6 @@ Per-node details (each rule's outcome and score) are logged at debug level.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,23 +25,19 @@ class Observer:
         self.metrics = metrics or Metrics()
 
     def decision(self, verb: str, pod: Mapping[str, Any], decision: Decision, candidates: int, seconds: float) -> None:
-        self.metrics.decision(verb, decision, candidates)
+        failures = decision.failures()
+        self.metrics.decision(verb, decision, candidates, failures)
         if not log.isEnabledFor(logging.INFO):
             return
         identity = pod_identity(pod)
-        rejections = Counter(
-            f"{f.rule_set}/{f.rule}"
-            for n in decision.nodes.values()
-            for f in n.filters
-            if f.enforce and f.outcome != "pass"
-        )
-        top = [{"node": n.name, "score": n.score} for n in decision.ranking()[:3]] if verb != "filter" else []
+        rejections = {f"{rule_set}/{rule}": n for (rule_set, rule, enforce), n in failures.items() if enforce}
+        top = [{"node": n.name, "score": n.score} for n in decision.top(3)] if verb != "filter" else []
         fields = {
             "pod": identity,
             "verb": verb,
             "candidates": candidates,
             "passed": len(decision.passed),
-            "rejections": dict(rejections),
+            "rejections": rejections,
             "top": top,
             "generation": decision.generation,
             "durationMs": round(seconds * 1000, 3),

@@ -8,12 +8,12 @@ reads, so that the engine knows which results depend on the pod.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from rulesched.rules.cel import CelCompileError, Engine, Program, VariableSource
-from rulesched.rules.cel.analysis import reads
+from rulesched.rules.cel.analysis import Path, paths, reads
 from rulesched.rules.errors import LoadError
 from rulesched.rules.model import Filter, MatchCondition, RuleSet, Score, Variable
 
@@ -28,10 +28,15 @@ _ACCEPTED: dict[str, frozenset[str]] = {
 _MATCH_READS = frozenset({"pod", "now"})
 
 
+Paths = Mapping[str, frozenset[Path]]
+"""Per context name, the field paths an expression (with the variables it uses) reads."""
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledCondition:
     name: str
     program: Program
+    paths: Paths
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,7 @@ class CompiledFilter:
     ignore_errors: bool
     enforce: bool
     reads: frozenset[str]
+    paths: Paths
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,7 @@ class CompiledScore:
     normalize: Literal["MinMax", "Clamp"]
     enforce: bool
     reads: frozenset[str]
+    paths: Paths
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +114,11 @@ class _Compiler:
                 **extra,  # type: ignore[arg-type]
             )
         )
+
+    def paths(self, source: str) -> Paths:
+        """What `source` reads, through the variables it uses too."""
+        needed = self._needed([n for n in reads(source).variables if n in self.variables])
+        return paths(" ".join([source, *(self.variables[n][0].expression for n in needed)]))
 
     def program(
         self, loc: tuple[str | int, ...], rule: str, source: str, want: str
@@ -198,7 +210,7 @@ class _Compiler:
                 self.error(loc, condition.name, message, expression=condition.expression)
                 continue
             program, _ = self.program(loc, condition.name, condition.expression, "bool")
-            yield CompiledCondition(condition.name, program) if program else None
+            yield CompiledCondition(condition.name, program, self.paths(condition.expression)) if program else None
 
     def _filters(self) -> Iterator[CompiledFilter | None]:
         for index, rule in enumerate(self.rule_set.spec.filters):
@@ -214,6 +226,7 @@ class _Compiler:
                     continue
             if program is None:
                 continue
+            found = self.paths(rule.expression + " " + (rule.messageExpression or ""))
             yield CompiledFilter(
                 name=rule.name,
                 program=program,
@@ -223,6 +236,7 @@ class _Compiler:
                 ignore_errors=rule.failurePolicy == "Ignore",
                 enforce=rule.mode == "Enforce",
                 reads=names,
+                paths=found,
             )
 
     def _scores(self) -> Iterator[CompiledScore | None]:
@@ -238,6 +252,7 @@ class _Compiler:
                 normalize=rule.normalize,
                 enforce=rule.mode == "Enforce",
                 reads=names,
+                paths=self.paths(rule.expression),
             )
 
 

@@ -6,10 +6,15 @@ Decision, so what explain shows is exactly what the scheduler got.
 
 from __future__ import annotations
 
+import heapq
+import operator
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Outcome = Literal["pass", "fail", "error", "skipped"]
+_NAME = operator.attrgetter("name")
+_SCORE = operator.attrgetter("score")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +37,11 @@ class FilterResult:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ScoreResult:
+    """One score rule on one node. Not frozen: one is made per node per prioritize call, and frozen
+    dataclasses take three times as long to construct."""
+
     rule_set: str
     rule: str
     enforce: bool
@@ -104,7 +112,20 @@ class Decision:
     def ranking(self) -> list[NodeDecision]:
         """Nodes that passed, best score first (ties by name, as a stable order)."""
         scored = [n for n in self.nodes.values() if n.passed and n.score is not None]
-        return sorted(scored, key=lambda n: (-(n.score or 0), n.name))
+        # Two stable sorts with C-level keys (by name, then by score descending) order as the key
+        # (-score, name) would, several times faster: explain and the decision log rank every call.
+        return sorted(sorted(scored, key=_NAME), key=_SCORE, reverse=True)
+
+    def top(self, count: int) -> list[NodeDecision]:
+        """The first `count` of `ranking()`, without sorting every node."""
+        scored = [n for n in self.nodes.values() if n.passed and n.score is not None]
+        return heapq.nsmallest(count, scored, key=lambda n: (-(n.score or 0), n.name))
+
+    def failures(self) -> Counter[tuple[str, str, bool]]:
+        """How many nodes each filter returned false for, by (rule set, rule, enforced)."""
+        return Counter(
+            (f.rule_set, f.rule, f.enforce) for n in self.nodes.values() for f in n.filters if f.outcome == "fail"
+        )
 
     def audit_rejections(self) -> list[FilterResult]:
         return [f for n in self.nodes.values() for f in n.filters if not f.enforce and f.outcome != "pass"]

@@ -1,26 +1,50 @@
 """The evaluation engine: a RuleBook, a pod and candidate nodes in; a Decision out. No I/O.
 
-Semantics (DESIGN.md §1): a rule set applies when all its match conditions hold; a node passes when
-every Enforce filter of every applying rule set is true; Audit rules are evaluated and reported but
-change nothing. Each score rule is normalized over the candidates (MinMax to 0..10, or Clamp) and the
-node's score is the weighted mean, rounded to an integer 0..10. Each rule runs over all candidates
-in one engine call.
+Semantics (DESIGN.md §1) are those of `rulesched.rules.reference`, which this engine is tested
+against: the same Decision, computed with the caches of `rulesched.rules.plan` (DESIGN.md §4). A
+request for node-only rules is lookups; per-pod rules run once per pod key and node, over cached
+per-node engine values, each rule over all the nodes that miss in one engine call.
 """
 
 from __future__ import annotations
 
 import datetime
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, NamedTuple
 
-from rulesched.rules.book import CompiledFilter, CompiledRuleSet, CompiledScore, RuleBook
-from rulesched.rules.cel import CelEvalError, Engine
-from rulesched.rules.context import NodeContext, pod_requests
-from rulesched.rules.decision import Decision, FilterResult, NodeDecision, RuleError, ScoreResult
+from rulesched.rules import reference
+from rulesched.rules.book import CompiledFilter, CompiledScore, RuleBook
+from rulesched.rules.cel import Program
+from rulesched.rules.context import NodeContext
+from rulesched.rules.decision import Decision, FilterResult, NodeDecision, Outcome, RuleError, ScoreResult
+from rulesched.rules.plan import (
+    APPLYING_KEPT,
+    NODE_MEMO_KEPT,
+    NodeMemo,
+    Plan,
+    PodRequest,
+    Rule,
+    node_bindings,
+    plan_for,
+    projection,
+    remember,
+)
 
-MAX_SCORE = 10
-"""kube-scheduler's MaxExtenderPriority."""
+MAX_SCORE = reference.MAX_SCORE
+
+
+class FilterOutcome(NamedTuple):
+    """One filter on one node: what the Decision records, and the reason when it rejects."""
+
+    result: FilterResult
+    reason: str | None
+    error: RuleError | None
+
+
+class ScoreOutcome(NamedTuple):
+    raw: float | None
+    error: str | None
 
 
 def evaluate(
@@ -33,169 +57,378 @@ def evaluate(
     run_scores: bool = True,
 ) -> Decision:
     """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass."""
-    engine = book.engine
-    shared = {
-        "pod": engine.convert(pod),
-        "requests": engine.convert(pod_requests(pod)),
-        "now": engine.convert(now or datetime.datetime.now(datetime.UTC)),
-    }
-    decision = Decision(generation=book.generation, applied=[], nodes={n.name: NodeDecision(n.name) for n in nodes})
-    applying = [rs for rs in book.rule_sets if _applies(rs, engine, shared, decision)]
-    decision.applied = [rs.name for rs in applying]
-    bindings = [engine.bindings({**shared, **_node_values(engine, n)}) for n in nodes]
+    now = now or datetime.datetime.now(datetime.UTC)
+    plan = plan_for(book)
+    request = plan.request(pod, now)
+    decision = Decision(generation=book.generation, applied=[], nodes={})
+    applying = _applying(plan, request, decision)
+    decision.applied = [book.rule_sets[i].name for i in applying]
+    memos = plan.memos(nodes)
+    _ensure_node_only(plan, nodes, memos)
+    scores = [r for i in applying for r in plan.scores[i]]
     if run_filters:
-        for rule_set in applying:
-            for rule in rule_set.filters:
-                _filter(rule_set.name, rule, nodes, bindings, decision)
-    if run_scores:
-        passing = [i for i, n in enumerate(nodes) if decision.nodes[n.name].passed]
-        _score_all(applying, [nodes[i] for i in passing], [bindings[i] for i in passing], decision)
+        verdicts = _filter(plan, request, applying, nodes, memos, decision, private=run_scores)
+    elif run_scores:
+        verdicts = _prioritize(plan, request, scores, nodes, memos, decision)
+    else:
+        verdicts = [NodeDecision(n.name) for n in nodes]
+    decision.nodes = {v.name: v for v in verdicts}
+    if len(decision.nodes) != len(nodes):
+        # Repeated names share one NodeDecision; kube-scheduler never sends them, the reference copes.
+        return reference.evaluate(book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores)
+    if run_filters and run_scores:
+        passing = [i for i, v in enumerate(verdicts) if v.passed]
+        _score(plan, request, scores, [nodes[i] for i in passing], [memos[i] for i in passing], decision)
     return decision
 
 
-def _node_values(engine: Engine, node: NodeContext) -> Mapping[str, Any]:
-    values = node.cache.get(engine.name)
-    if values is None:
-        values = {
-            "node": engine.convert(node.node),
-            "metrics": engine.convert(node.metrics),
-            "allocatable": engine.convert(node.allocatable),
-            "variables": engine.convert({}),
-        }
-        node.cache[engine.name] = values
-    return values
-
-
-def _applies(rule_set: CompiledRuleSet, engine: Engine, shared: Mapping[str, Any], decision: Decision) -> bool:
-    """All conditions true → applies. As in a ValidatingAdmissionPolicy, a false condition wins over an
-    error; an error with no false condition fails closed (the set applies) and is recorded."""
-    if not rule_set.conditions:
-        return True
-    bindings = engine.bindings(shared)
-    errors: list[RuleError] = []
-    for condition in rule_set.conditions:
-        try:
-            result = condition.program.evaluate(bindings)
-        except CelEvalError as error:
-            errors.append(RuleError(rule_set.name, condition.name, None, str(error)))
-            continue
-        if result is False:
-            return False
-        if result is not True:
-            message = f"match condition returned {type(result).__name__}, not bool"
-            errors.append(RuleError(rule_set.name, condition.name, None, message))
+def _applying(plan: Plan, request: PodRequest, decision: Decision) -> list[int]:
+    """The rule sets whose match conditions hold, memoized by pod key; their errors recorded."""
+    key = request.key_for(plan.conditions_read_now)
+    found = plan.applying.get(key)
+    if found is None:
+        engine = plan.book.engine
+        shared = {name: engine.convert(value) for name, value in request.values.items()}
+        probe = Decision(generation=0, applied=[], nodes={})
+        indices = [i for i, rs in enumerate(plan.book.rule_sets) if reference.applies(rs, engine, shared, probe)]
+        found = remember(plan.applying, key, (indices, probe.errors), APPLYING_KEPT)
+    indices, errors = found
     decision.errors.extend(errors)
-    return True
+    return list(indices)
+
+
+_CHUNK = 256
+"""Nodes whose node-only results are computed together: few enough that their temporary bindings
+(about 8 KB each with cel-cpp) stay small, so that a first request over 5000 nodes does not leave the
+process thousands of freed activations larger."""
+
+
+def _ensure_node_only(plan: Plan, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]) -> None:
+    """Every node-only result of the book for the nodes that have none yet, one engine call per rule."""
+    missing = [i for i, m in enumerate(memos) if m.node_only is None]
+    for start in range(0, len(missing), _CHUNK):
+        chunk = missing[start : start + _CHUNK]
+        bindings = [node_bindings(plan, memos[i], keep=False) for i in chunk]
+        names = [nodes[i].name for i in chunk]
+        columns = [_node_only_column(rule, names, bindings) for rule in plan.node_only]
+        for row, i in enumerate(chunk):
+            memos[i].node_only = [column[row] for column in columns]
+
+
+def _node_only_column(rule: Rule, names: Sequence[str], bindings: Sequence[Any]) -> Sequence[Any]:
+    results = rule.compiled.program.evaluate_many(bindings)
+    if isinstance(rule.compiled, CompiledFilter):
+        programs = [rule.compiled.message_program] * len(names)
+        return _filter_outcomes(rule, rule.compiled, names, results, bindings, programs)
+    return [_score_outcome(r) for r in results]
+
+
+def _filter_outcomes(
+    rule: Rule,
+    compiled: CompiledFilter,
+    names: Sequence[str],
+    results: Sequence[Any],
+    bindings: Sequence[Any],
+    messages: Sequence[Program | None],
+) -> list[FilterOutcome]:
+    outcomes = []
+    texts: dict[int, str] = {}
+    """Messages by binding: nodes grouped by `_run` share one binding, and so one message."""
+    shared: dict[str | None, FilterOutcome] = {}
+    """Outcomes without an error name no node: one object per message serves every node (memory)."""
+    for name, result, binding, message_program in zip(names, results, bindings, messages, strict=True):
+        error = reference.not_bool(result)
+        if error is not None:
+            errored = FilterResult(rule.rule_set, compiled.name, "error", compiled.enforce, error=error)
+            reason = f"rule {rule.rule_set}/{compiled.name} could not be evaluated"
+            failed = not compiled.ignore_errors
+            found = RuleError(rule.rule_set, compiled.name, name, error)
+            outcomes.append(FilterOutcome(errored, reason if failed and compiled.enforce else None, found))
+            continue
+        message = None
+        if result is False:
+            message = texts.get(id(binding))
+            if message is None:
+                message = texts[id(binding)] = reference.filter_message(compiled, binding, message_program)
+        outcome = shared.get(message if result is False else _PASSED)
+        if outcome is None:
+            outcome = _plain_outcome(rule, compiled, message if result is False else None)
+            shared[message if result is False else _PASSED] = outcome
+        outcomes.append(outcome)
+    return outcomes
+
+
+_PASSED = None
+"""The key of the passing outcome among the shared ones (a failing one is keyed by its message)."""
+
+
+def _plain_outcome(rule: Rule, compiled: CompiledFilter, message: str | None) -> FilterOutcome:
+    """The outcome of a filter that evaluated to a bool: failed (with `message`) or passed (None)."""
+    status: Outcome = "fail" if message is not None else "pass"
+    result = FilterResult(rule.rule_set, compiled.name, status, compiled.enforce, message)
+    reason = f"{message} (rule {rule.rule_set}/{compiled.name})" if message is not None and compiled.enforce else None
+    return FilterOutcome(result, reason, None)
+
+
+def _score_outcome(result: Any) -> ScoreOutcome:
+    error = reference.not_number(result)
+    return ScoreOutcome(None if error else float(result), error)
 
 
 def _filter(
-    rule_set: str, rule: CompiledFilter, nodes: Sequence[NodeContext], bindings: Sequence[Any], decision: Decision
-) -> None:
-    for node, binding, result in zip(nodes, bindings, rule.program.evaluate_many(bindings), strict=True):
-        verdict = decision.nodes[node.name]
-        error = _not_bool(result)
-        if error is not None:
-            decision.errors.append(RuleError(rule_set, rule.name, node.name, error))
-            outcome = FilterResult(rule_set, rule.name, "error", rule.enforce, error=error)
-            failed = not rule.ignore_errors
-            reason = f"rule {rule_set}/{rule.name} could not be evaluated"
+    plan: Plan,
+    request: PodRequest,
+    applying: Sequence[int],
+    nodes: Sequence[NodeContext],
+    memos: Sequence[NodeMemo],
+    decision: Decision,
+    *,
+    private: bool,
+) -> list[NodeDecision]:
+    """Each node's verdict, reused from the node's memo when the same rules ran for the same pod key.
+
+    Cached verdicts are shared between Decisions and never changed; `private` asks for copies that the
+    scoring step may fill in."""
+    rules = [r for i in applying for r in plan.filters[i]]
+    key = (tuple(applying), *(request.key_for(r.reads_now) for r in rules if r.per_pod))
+    found: list[tuple[NodeDecision, tuple[tuple[int, RuleError], ...]] | None] = [m.decisions.get(key) for m in memos]
+    missing = [i for i, hit in enumerate(found) if hit is None]
+    if missing:
+        for i, built in zip(missing, _verdicts(plan, request, rules, nodes, memos, missing), strict=True):
+            found[i] = remember(memos[i].decisions, key, built, NODE_MEMO_KEPT)
+    verdicts = _collect(found, decision)  # type: ignore[arg-type]
+    return [_copy(v) for v in verdicts] if private else verdicts
+
+
+Cached = tuple[NodeDecision, tuple[tuple[int, RuleError], ...]]
+"""A node's verdict as kept in its memo, with its errors by rule position."""
+
+
+def _collect(found: Sequence[Cached], decision: Decision) -> list[NodeDecision]:
+    """The verdicts, their errors added to the Decision rule by rule, node by node (the reference's order)."""
+    errors: list[tuple[int, int, RuleError]] = []
+    for index, (_, node_errors) in enumerate(found):
+        if node_errors:
+            errors.extend((position, index, error) for position, error in node_errors)
+    decision.errors.extend(error for _, _, error in sorted(errors, key=lambda e: (e[0], e[1])))
+    return [verdict for verdict, _ in found]
+
+
+def _verdicts(
+    plan: Plan,
+    request: PodRequest,
+    rules: Sequence[Rule],
+    nodes: Sequence[NodeContext],
+    memos: Sequence[NodeMemo],
+    missing: Sequence[int],
+) -> list[Cached]:
+    columns: list[list[FilterOutcome]] = []
+    for rule in rules:
+        if rule.per_pod:
+            columns.append(
+                _per_pod_filter(plan, request, rule, [nodes[i] for i in missing], [memos[i] for i in missing])
+            )
         else:
-            failed = result is False
-            message = _message(rule, binding) if failed else None
-            outcome = FilterResult(rule_set, rule.name, "pass" if not failed else "fail", rule.enforce, message)
-            reason = f"{message} (rule {rule_set}/{rule.name})"
-        verdict.filters.append(outcome)
-        if failed and rule.enforce:
-            _reject(verdict, reason, rule.resolvable)
+            columns.append([memos[i].node_only[rule.slot] for i in missing])  # type: ignore[index]
+    built: list[Cached] = []
+    for row, i in enumerate(missing):
+        verdict = NodeDecision(nodes[i].name)
+        node_errors = []
+        for rule, column in zip(rules, columns, strict=True):
+            outcome = column[row]
+            verdict.filters.append(outcome.result)
+            if outcome.reason is not None:
+                assert isinstance(rule.compiled, CompiledFilter)
+                reference.reject(verdict, outcome.reason, rule.compiled.resolvable)
+            if outcome.error is not None:
+                node_errors.append((rule.position, outcome.error))
+        built.append((verdict, tuple(node_errors)))
+    return built
 
 
-def _reject(verdict: NodeDecision, reason: str, resolvable: bool) -> None:
-    """The first failing filter gives the reason, unless a later one shows preemption cannot help."""
-    if verdict.passed:
-        verdict.passed, verdict.reason, verdict.resolvable = False, reason, resolvable
-    elif verdict.resolvable and not resolvable:
-        verdict.reason, verdict.resolvable = reason, False
+def _per_pod_filter(
+    plan: Plan, request: PodRequest, rule: Rule, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]
+) -> list[FilterOutcome]:
+    compiled = rule.compiled
+    assert isinstance(compiled, CompiledFilter)
+    results, bindings = _run(plan, request, rule, compiled.program, "expression", nodes, memos)
+    message: Program | None = None
+    if compiled.message_program is not None and any(r is False for r in results):
+        message = plan.bound(compiled.message_program, rule, "message", request)
+        if message is None:  # cannot be bound: the message runs against full bindings
+            bindings = [_full_bindings(plan, request, m) for m in memos]
+            message = compiled.message_program
+    names = [n.name for n in nodes]
+    return _filter_outcomes(rule, compiled, names, results, bindings, [message] * len(nodes))
 
 
-def _not_bool(result: Any) -> str | None:
-    if isinstance(result, CelEvalError):
-        return str(result)
-    if not isinstance(result, bool):
-        return f"filter returned {type(result).__name__}, not bool"
-    return None
+def _run(
+    plan: Plan,
+    request: PodRequest,
+    rule: Rule,
+    program: Program,
+    kind: str,
+    nodes: Sequence[NodeContext],
+    memos: Sequence[NodeMemo],
+) -> tuple[list[Any], list[Any]]:
+    """A per-pod program's results over `nodes`, and the bindings each result came from.
+
+    Nodes whose values read by the rule are equal (the same zone label, say) form one group, and one
+    evaluation answers the whole group."""
+    groups = _groups(rule, nodes, memos)
+    bound = plan.bound(program, rule, kind, request)
+    if bound is not None:
+        bindings = [node_bindings(plan, memos[group[0]], keep=True) for group in groups]
+        results = bound.evaluate_many(bindings)
+    else:
+        bindings = [_full_bindings(plan, request, memos[group[0]]) for group in groups]
+        results = program.evaluate_many(bindings)
+    by_node: list[Any] = [None] * len(nodes)
+    binding_of: list[Any] = [None] * len(nodes)
+    for group, result, binding in zip(groups, results, bindings, strict=True):
+        for index in group:
+            by_node[index], binding_of[index] = result, binding
+    return by_node, binding_of
 
 
-def _message(rule: CompiledFilter, binding: Any) -> str:
-    if rule.message_program is not None:
-        try:
-            text = rule.message_program.evaluate(binding)
-        except CelEvalError:
-            return rule.message
-        # As in Kubernetes, a blank or multi-line result falls back to the static message.
-        if isinstance(text, str) and text.strip() and "\n" not in text:
-            return text.strip()
-    return rule.message
+def _groups(rule: Rule, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]) -> list[list[int]]:
+    """Indices of the nodes that look the same to `rule`, by the projection kept in each node's memo."""
+    groups: dict[bytes, list[int]] = {}
+    for index, (node, memo) in enumerate(zip(nodes, memos, strict=True)):
+        key = memo.projections.get(rule.position)
+        if key is None:
+            key = memo.projections[rule.position] = projection(rule, node)
+        group = groups.setdefault(key, [])
+        if memo.bindings is not None and group and memos[group[0]].bindings is None:
+            group.insert(0, index)  # a node that keeps its bindings represents the group: no new ones
+        else:
+            group.append(index)
+    return list(groups.values())
 
 
-def _score_all(
-    applying: Sequence[CompiledRuleSet], nodes: Sequence[NodeContext], bindings: Sequence[Any], decision: Decision
-) -> None:
-    totals = [0.0] * len(nodes)
-    weights = 0.0
-    for rule_set in applying:
-        for rule in rule_set.scores:
-            normalized = _score(rule_set.name, rule, nodes, bindings, decision)
-            if rule.enforce:
-                weights += rule.weight
-                totals = [t + rule.weight * n for t, n in zip(totals, normalized, strict=True)]
-    for node, total in zip(nodes, totals, strict=True):
-        decision.nodes[node.name].score = _round(total / weights) if weights else 0
+def _full_bindings(plan: Plan, request: PodRequest, memo: NodeMemo) -> Any:
+    engine = plan.book.engine
+    shared = {name: engine.convert(value) for name, value in request.values.items()}
+    shared.setdefault("requests", engine.convert({}))
+    return engine.bindings({**memo.values, **shared})
 
 
-def _round(mean: float) -> int:
-    """Half up, as the design says; rounded to 9 places first so that 4.4999999999 (float noise) is 5."""
-    return min(MAX_SCORE, max(0, math.floor(round(mean, 9) + 0.5)))
+def _copy(verdict: NodeDecision) -> NodeDecision:
+    return NodeDecision(verdict.name, verdict.passed, verdict.reason, verdict.resolvable, list(verdict.filters))
+
+
+def _prioritize(
+    plan: Plan,
+    request: PodRequest,
+    rules: Sequence[Rule],
+    nodes: Sequence[NodeContext],
+    memos: Sequence[NodeMemo],
+    decision: Decision,
+) -> list[NodeDecision]:
+    """Scores alone (kube-scheduler's prioritize), every node a candidate. A node's verdict depends only
+    on its raw values and on each MinMax rule's range over the candidates: while those hold, the verdict
+    kept in the node's memo is reused."""
+    columns = [_score_outcomes(plan, request, rule, nodes, memos) for rule in rules]
+    ranges = tuple(_range(c) if _min_max(r) else None for r, c in zip(rules, columns, strict=True))
+    pods = tuple(request.key_for(r.reads_now) for r in rules if r.per_pod)
+    key = ("prioritize", tuple(r.position for r in rules), pods, ranges)
+    found: list[Cached | None] = [m.decisions.get(key) for m in memos]
+    missing = [i for i, hit in enumerate(found) if hit is None]
+    if missing:
+        fresh = Decision(generation=0, applied=[], nodes={nodes[i].name: NodeDecision(nodes[i].name) for i in missing})
+        _score(plan, request, rules, [nodes[i] for i in missing], [memos[i] for i in missing], fresh, ranges)
+        for i in missing:
+            verdict = fresh.nodes[nodes[i].name]
+            errors = tuple(
+                (rule.position, RuleError(rule.rule_set, rule.compiled.name, verdict.name, score.error))
+                for rule, score in zip(rules, verdict.scores, strict=True)
+                if score.error is not None
+            )
+            found[i] = remember(memos[i].decisions, key, (verdict, errors), NODE_MEMO_KEPT)
+    return _collect(found, decision)  # type: ignore[arg-type]
+
+
+def _min_max(rule: Rule) -> bool:
+    return isinstance(rule.compiled, CompiledScore) and rule.compiled.normalize == "MinMax"
+
+
+def _range(outcomes: Sequence[ScoreOutcome]) -> tuple[float, float] | None:
+    known = [o.raw for o in outcomes if o.raw is not None]
+    return (min(known), max(known)) if known else None
+
+
+def _normalized(raws: Sequence[float | None], how: str, known: tuple[float, float] | None) -> list[float]:
+    """`reference.normalize` with the candidates' range given, so that a subset of them can be scored."""
+    if how == "Clamp" or known is None:
+        return reference.normalize(raws, how)
+    low, high = known
+    return reference.normalize([*raws, low, high], how)[: len(raws)]
 
 
 def _score(
-    rule_set: str, rule: CompiledScore, nodes: Sequence[NodeContext], bindings: Sequence[Any], decision: Decision
-) -> list[float]:
-    raws: list[float | None] = []
-    errors: list[str | None] = []
-    for node, result in zip(nodes, rule.program.evaluate_many(bindings), strict=True):
-        error = _not_number(result)
-        if error is not None:
-            decision.errors.append(RuleError(rule_set, rule.name, node.name, error))
-        errors.append(error)
-        raws.append(None if error else float(result))
-    normalized = _normalize(raws, rule.normalize)
-    for node, raw, value, error in zip(nodes, raws, normalized, errors, strict=True):
-        decision.nodes[node.name].scores.append(
-            ScoreResult(rule_set, rule.name, rule.enforce, rule.weight, raw, value, error)
+    plan: Plan,
+    request: PodRequest,
+    rules: Sequence[Rule],
+    nodes: Sequence[NodeContext],
+    memos: Sequence[NodeMemo],
+    decision: Decision,
+    ranges: Sequence[tuple[float, float] | None] | None = None,
+) -> None:
+    """Score `nodes` (they passed) into their verdicts in `decision`; `ranges`, when given, are each
+    MinMax rule's range over all the candidates, of which `nodes` may be only some."""
+    verdicts = [decision.nodes[n.name] for n in nodes]
+    totals = [0.0] * len(nodes)
+    weights = 0.0
+    for index, rule in enumerate(rules):
+        compiled = rule.compiled
+        assert isinstance(compiled, CompiledScore)
+        outcomes = _score_outcomes(plan, request, rule, nodes, memos)
+        decision.errors.extend(
+            RuleError(rule.rule_set, compiled.name, n.name, o.error)
+            for n, o in zip(nodes, outcomes, strict=True)
+            if o.error is not None
         )
-    return normalized
+        raws = [o.raw for o in outcomes]
+        if ranges is None:
+            normalized = reference.normalize(raws, compiled.normalize)
+        else:
+            normalized = _normalized(raws, compiled.normalize, ranges[index])
+        for verdict, outcome, value in zip(verdicts, outcomes, normalized, strict=True):
+            verdict.scores.append(
+                ScoreResult(
+                    rule.rule_set, compiled.name, compiled.enforce, compiled.weight, outcome.raw, value, outcome.error
+                )
+            )
+        if compiled.enforce:
+            weights += compiled.weight
+            totals = [t + compiled.weight * n for t, n in zip(totals, normalized, strict=True)]
+    if not weights:
+        for verdict in verdicts:
+            verdict.score = 0
+        return
+    for verdict, total in zip(verdicts, totals, strict=True):
+        # reference.round_score, inlined: it runs for every candidate of every prioritize call.
+        verdict.score = min(MAX_SCORE, max(0, math.floor(round(total / weights, 9) + 0.5)))
 
 
-def _not_number(result: Any) -> str | None:
-    if isinstance(result, CelEvalError):
-        return str(result)
-    if isinstance(result, bool) or not isinstance(result, (int, float)):
-        return f"score returned {type(result).__name__}, not a number"
-    if not math.isfinite(result):
-        return f"score returned {result}, not a finite number"
-    return None
-
-
-def _normalize(raws: Sequence[float | None], how: str) -> list[float]:
-    """Each raw value mapped to 0..10; a node whose rule failed gets 0."""
-    if how == "Clamp":
-        return [0.0 if r is None else min(float(MAX_SCORE), max(0.0, r)) for r in raws]
-    known = [r for r in raws if r is not None]
-    if not known:
-        return [0.0] * len(raws)
-    low, high = min(known), max(known)
-    if high == low:
-        return [0.0 if r is None else float(MAX_SCORE) for r in raws]
-    # Halved so that a range wider than the largest double (-1e308..1e308) does not overflow.
-    span = high / 2 - low / 2
-    return [0.0 if r is None else min(float(MAX_SCORE), MAX_SCORE * (r / 2 - low / 2) / span) for r in raws]
+def _score_outcomes(
+    plan: Plan, request: PodRequest, rule: Rule, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]
+) -> list[ScoreOutcome]:
+    if not rule.per_pod:
+        return [m.node_only[rule.slot] for m in memos]  # type: ignore[index]
+    key: Hashable = (rule.position, request.key_for(rule.reads_now))
+    found: list[ScoreOutcome | None] = [m.per_pod.get(key) for m in memos]
+    missing = [i for i, hit in enumerate(found) if hit is None]
+    if missing:
+        results, _ = _run(
+            plan,
+            request,
+            rule,
+            rule.compiled.program,
+            "expression",
+            [nodes[i] for i in missing],
+            [memos[i] for i in missing],
+        )
+        for i, result in zip(missing, results, strict=True):
+            found[i] = remember(memos[i].per_pod, key, _score_outcome(result), NODE_MEMO_KEPT)
+    return found  # type: ignore[return-value]

@@ -6,7 +6,8 @@ Python, the portable reference). Both give the same results on the conformance t
 
 Rule expressions read the context variables of DESIGN.md §1. A rule set's `variables` are compiled
 into each program that reads them, so a program is self-contained: callers evaluate it against one
-node's bindings and get a plain Python value (or a `CelEvalError`) back.
+node's bindings and get a plain Python value (or a `CelEvalError`) back. `Program.bind` fixes the
+per-pod names of a program, so that per-node bindings can be cached and shared by every pod.
 """
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ class Program(ABC):
     @abstractmethod
     def evaluate(self, bindings: Any) -> Any:
         """The plain Python result for one node's bindings; raises `CelEvalError`."""
+
+    @abstractmethod
+    def bind(self, values: Mapping[str, Any]) -> Program:
+        """This program with some context names fixed to JSON-like values (a trimmed pod, `requests`,
+        `now`), evaluated against bindings that lack them: a per-node binding can then be built once and
+        reused for every pod. Raises `CelCompileError` when a value cannot be bound; callers fall back
+        to bindings that carry every value."""
 
     def evaluate_many(self, bindings: Sequence[Any]) -> list[Any]:
         """Results for many nodes in one call; a failed node gives its `CelEvalError` in place."""

@@ -183,6 +183,9 @@ class CelpyProgram(Program):
         self._runner = runner
         self._variables = variables
 
+    def bind(self, values: Mapping[str, Any]) -> Program:
+        return _BoundProgram(self, {name: convert(value) for name, value in values.items()})
+
     def evaluate(self, bindings: Any) -> Any:
         if self._variables:
             bindings = {**bindings}
@@ -191,6 +194,29 @@ class CelpyProgram(Program):
             return plain(self._runner.evaluate(bindings))
         except celpy.evaluation.CELEvalError as error:
             raise CelEvalError(str(error.args[0]) if error.args else str(error)) from None
+
+
+class _BoundProgram(Program):
+    """A program with some names fixed: their converted values are added to each node's bindings."""
+
+    def __init__(self, program: CelpyProgram, values: Mapping[str, Any]) -> None:
+        self.source = program.source
+        self.result_type = program.result_type
+        self._program = program
+        self._values = values
+
+    def bind(self, values: Mapping[str, Any]) -> Program:
+        return _BoundProgram(self._program, {**self._values, **{k: convert(v) for k, v in values.items()}})
+
+    def evaluate(self, bindings: Any) -> Any:
+        return self._program.evaluate({**bindings, **self._values})
+
+
+def convert(value: Any) -> Any:
+    """A JSON-like value (or a datetime) as celpy values."""
+    if isinstance(value, datetime.datetime):
+        return celtypes.TimestampType(value)
+    return celpy.adapter.json_to_cel(value)
 
 
 class _LazyVariables(celtypes.MapType):
@@ -239,9 +265,7 @@ class CelpyEngine(Engine):
         return self._env.program(tree, functions=self._functions)
 
     def convert(self, value: Any) -> Any:
-        if isinstance(value, datetime.datetime):
-            return celtypes.TimestampType(value)
-        return celpy.adapter.json_to_cel(value)
+        return convert(value)
 
     def bindings(self, values: Mapping[str, Any]) -> Any:
         return dict(values)

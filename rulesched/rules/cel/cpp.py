@@ -8,6 +8,9 @@ and nothing is recomputed in Python. Run-time errors come back as values and are
 
 from __future__ import annotations
 
+import datetime
+import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -82,11 +85,52 @@ def inline_variables(source: str, variables: Sequence[VariableSource]) -> str:
     return text
 
 
+def literal(value: Any) -> str:
+    """A JSON-like value (or a timestamp) as CEL source that evaluates to the same CEL value as the
+    activation would convert it to; `ValueError` for what has no exact literal."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        if not -(2**63) < value < 2**63:
+            raise ValueError(f"integer {value} is out of range for a CEL literal")
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value} has no CEL literal")
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, datetime.datetime):
+        return f"timestamp({json.dumps(value.isoformat())})"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{literal(str(k))}: {literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    raise ValueError(f"a {type(value).__name__} has no CEL literal")
+
+
 class CppProgram(Program):
-    def __init__(self, source: str, result_type: str, expression: cel.Expression) -> None:
+    def __init__(self, source: str, result_type: str, expression: cel.Expression, text: str, env: cel.Env) -> None:
         self.source = source
         self.result_type = result_type
         self._expression = expression
+        self._text = text
+        self._env = env
+
+    def bind(self, values: Mapping[str, Any]) -> Program:
+        # Activations cannot be extended, so the values become literals; `dyn` keeps the checker's view
+        # of them what it was (dyn), so that the bound program type-checks exactly as the original did.
+        text = self._text
+        try:
+            for name, value in values.items():
+                bound = literal(value) if name == "now" else f"dyn({literal(value)})"
+                text = f"cel.bind({name}, {bound}, (\n{text}\n))"
+            checked = self._env.compile(text)
+        except (ValueError, RuntimeError) as error:
+            raise CelCompileError(f"cannot bind {', '.join(values)}: {error}") from error
+        return CppProgram(self.source, self.result_type, checked, text, self._env)
 
     def evaluate(self, bindings: Any) -> Any:
         result = self._expression.eval(bindings)
@@ -116,12 +160,14 @@ class CppEngine(Engine):
         except RuntimeError as error:
             raise _compile_error(error) from error
         result_type = _type_name(checked.return_type())
+        text = source
         if variables:
+            text = inline_variables(source, variables)
             try:
-                checked = self._env.compile(inline_variables(source, variables))
+                checked = self._env.compile(text)
             except RuntimeError as error:
                 raise _compile_error(error) from error
-        return CppProgram(source, result_type, checked)
+        return CppProgram(source, result_type, checked, text, self._env)
 
     def convert(self, value: Any) -> Any:
         # The activation converts lazily and caches inside itself; there is nothing to do ahead.

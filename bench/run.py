@@ -1,0 +1,426 @@
+"""The rulesched benchmark: the real server, driven over loopback the way kube-scheduler drives it.
+
+Usage: `python bench/run.py [--quick] [--json FILE]`
+
+For every server (rulesched on each CEL engine and rule set, the hand-written Python extender of the
+same rules, and a constant-answer HTTP floor), one subprocess is started on 127.0.0.1 and driven over
+ONE keep-alive connection: for each pod a filter call, then a prioritize call with the nodes that
+passed. The servers of one rule set run side by side and each pod goes to each of them in turn, so
+that a noisy machine slows them alike and the ratios hold. Inputs are seeded (`bench/workload.py`);
+every scenario is bounded in time and in count. The table goes to stdout, the same numbers as JSON
+to `bench/results/latest.json` (or `--json FILE`).
+Latency is the time from sending a request to having read the whole answer; it includes no client
+encode or decode. `--quick` is the CI smoke mode (one small size, few iterations, under a minute).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import http.client
+import itertools
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.baseline_server import decide  # noqa: E402
+from bench.workload import RULE_SETS, Workload, make_workload  # noqa: E402
+
+JSON = dict[str, Any]
+SIZES = (100, 500, 1000, 5000)
+CELPY_SIZES = (100, 500, 1000)
+"""celpy converts a node in about 1 ms and evaluates a rule in 0.1 to 1 ms: 5000 nodes take many seconds to warm."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long and how often each scenario runs."""
+
+    seconds: float
+    max_pods: int
+    min_pods: int
+    warmup: int
+
+
+FULL_BUDGET = Budget(seconds=4.0, max_pods=300, min_pods=5, warmup=3)
+QUICK_BUDGET = Budget(seconds=0.6, max_pods=25, min_pods=3, warmup=2)
+
+
+@dataclass(frozen=True)
+class Server:
+    """One server process to start: what it is and the command that runs it."""
+
+    name: str
+    kind: str  # rulesched | baseline | floor
+    rules: str | None
+    engine: str | None
+    sizes: tuple[int, ...]
+
+    def argv(self, port: int, files: Path) -> list[str]:
+        nodes, metrics = str(files / "nodes.json"), str(files / "metrics.json")
+        if self.kind == "floor":
+            return [sys.executable, str(HERE / "floor_server.py"), "--port", str(port)]
+        if self.kind == "baseline":
+            assert self.rules is not None
+            script = str(HERE / "baseline_server.py")
+            return [
+                sys.executable,
+                script,
+                "--port",
+                str(port),
+                "--nodes",
+                nodes,
+                "--metrics",
+                metrics,
+                "--rules",
+                self.rules,
+            ]
+        assert self.rules is not None
+        assert self.engine is not None
+        return [
+            sys.executable, "-m", "rulesched", "serve", "--rules", str(files / f"rules-{self.rules}"),
+            "--nodes", nodes, "--metrics", metrics, "--cluster", "off", "--cel-engine", self.engine,
+            "--port", str(port),
+        ]  # fmt: skip
+
+
+@dataclass
+class Scenario:
+    """The measured latencies of one (server, mode, size, pods) combination, in milliseconds."""
+
+    server: str
+    mode: str
+    size: int
+    pods: str
+    filter_ms: list[float] = field(default_factory=list)
+    prioritize_ms: list[float] = field(default_factory=list)
+    total_ms: list[float] = field(default_factory=list)
+    passed: list[int] = field(default_factory=list)
+    mismatches: int = 0
+
+    def summary(self) -> JSON:
+        return {
+            "server": self.server,
+            "mode": self.mode,
+            "size": self.size,
+            "pods": self.pods,
+            "count": len(self.total_ms),
+            "filter": percentiles(self.filter_ms),
+            "prioritize": percentiles(self.prioritize_ms),
+            "total": percentiles(self.total_ms),
+            "passed_mean": round(sum(self.passed) / len(self.passed), 1) if self.passed else 0,
+            "mismatches": self.mismatches,
+        }
+
+
+def percentiles(samples: Sequence[float]) -> JSON:
+    ordered = sorted(samples)
+    if not ordered:
+        return {"p50": None, "p99": None}
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+    return {"p50": at(0.5), "p99": at(0.99)}
+
+
+def servers(quick: bool) -> list[Server]:
+    sizes = (100,) if quick else SIZES
+    celpy = (100,) if quick else CELPY_SIZES
+    found: list[Server] = [Server("floor", "floor", None, None, sizes)]
+    for rules in RULE_SETS:
+        found.append(Server(f"baseline/{rules}", "baseline", rules, None, sizes))
+        found.append(Server(f"rulesched-cpp/{rules}", "rulesched", rules, "cpp", sizes))
+        found.append(Server(f"rulesched-celpy/{rules}", "rulesched", rules, "celpy", celpy))
+    return found
+
+
+def write_inputs(workload: Workload, files: Path) -> None:
+    (files / "nodes.json").write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "NodeList", "items": workload.nodes}))
+    (files / "metrics.json").write_bytes(orjson.dumps(workload.metrics))
+    for name, documents in RULE_SETS.items():
+        directory = files / f"rules-{name}"
+        directory.mkdir()
+        for index, text in enumerate(documents):
+            (directory / f"{index}.yaml").write_text(text, encoding="utf-8")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def started(server: Server, files: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """The server running on a free loopback port; stopped (SIGTERM, then SIGKILL) afterwards."""
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    process = subprocess.Popen(
+        server.argv(port, files), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_ready(process, port)
+        yield process, port
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def wait_ready(process: subprocess.Popen[bytes], port: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode} before it was ready")
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            connection.request("GET", "/healthz")
+            if connection.getresponse().status == 200:
+                connection.close()
+                return
+        time.sleep(0.1)
+    raise RuntimeError("server did not become ready in time")
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """Resident and peak resident memory of a process, in MB (Linux /proc)."""
+    found: dict[str, float] = {}
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                found[key] = round(int(value.split()[0]) / 1024, 1)
+    return {"rss_mb": found.get("VmRSS", 0.0), "peak_rss_mb": found.get("VmHWM", 0.0)}
+
+
+class Client:
+    """One keep-alive connection, as kube-scheduler keeps one per extender."""
+
+    def __init__(self, port: int) -> None:
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def post(self, path: str, body: bytes) -> tuple[float, bytes]:
+        started_at = time.perf_counter()
+        self.connection.request("POST", path, body, {"Content-Type": "application/json"})
+        response = self.connection.getresponse()
+        data = response.read()
+        elapsed = (time.perf_counter() - started_at) * 1000
+        if response.status != 200:
+            raise RuntimeError(f"{path}: HTTP {response.status}: {data[:300]!r}")
+        return elapsed, data
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def request_body(pod: JSON, nodes: Sequence[JSON], mode: str) -> bytes:
+    if mode == "names":
+        return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": [n["metadata"]["name"] for n in nodes]})
+    return orjson.dumps({"Pod": pod, "Nodes": {"metadata": {}, "items": list(nodes)}, "NodeNames": None})
+
+
+def one_pod(
+    client: Client, pod: JSON, nodes: Sequence[JSON], mode: str, server: Server
+) -> tuple[float, float, int, bool]:
+    """Filter then prioritize one pod; the latencies, how many passed, and whether that was expected."""
+    expected, _ = decide(pod, nodes, server.rules == "pod-dependent")
+    filter_ms, answer = client.post("/filter", request_body(pod, nodes, mode))
+    result = orjson.loads(answer)
+    if mode == "names":
+        passed_names = result.get("NodeNames") or []
+    else:
+        passed_names = [n["metadata"]["name"] for n in (result.get("Nodes") or {}).get("items") or []]
+    matches = server.kind == "floor" or passed_names == [n["metadata"]["name"] for n in expected]
+    # The floor passes nothing; it is sent the same prioritize request as the others.
+    prioritize_ms, _ = client.post("/prioritize", request_body(pod, expected, mode))
+    return filter_ms, prioritize_ms, len(expected), matches
+
+
+def run_scenario(clients: Mapping[str, Client], servers: Sequence[Server], nodes: Sequence[JSON], pods: Iterator[JSON],
+                 mode: str, kind: str, budget: Budget) -> list[Scenario]:  # fmt: skip
+    """Each pod sent to every server in turn (rotating who goes first), so that they share the noise."""
+    scenarios = {s.name: Scenario(s.name, mode, len(nodes), kind) for s in servers}
+    if mode == "full" and len(nodes) >= 5000:  # 60 MB per request: a few pods say enough
+        budget = dataclasses.replace(budget, warmup=1, min_pods=min(budget.min_pods, 3), max_pods=5)
+    for _ in range(budget.warmup):
+        pod = next(pods)
+        for server in servers:
+            one_pod(clients[server.name], pod, nodes, mode, server)
+    deadline = time.monotonic() + budget.seconds * len(servers)
+    for count in itertools.count():
+        if count >= budget.max_pods or (count >= budget.min_pods and time.monotonic() > deadline):
+            break
+        pod = next(pods)
+        first = count % len(servers)
+        for server in [*servers[first:], *servers[:first]]:
+            filter_ms, prioritize_ms, passed, matches = one_pod(clients[server.name], pod, nodes, mode, server)
+            scenario = scenarios[server.name]
+            scenario.filter_ms.append(filter_ms)
+            scenario.prioritize_ms.append(prioritize_ms)
+            scenario.total_ms.append(filter_ms + prioritize_ms)
+            scenario.passed.append(passed)
+            scenario.mismatches += not matches
+    return list(scenarios.values())
+
+
+POD_KINDS = ("replica", "new", "cold")
+"""replica: replicas of one workload. new: each pod from a workload never seen (in a known namespace and
+zone, as most new workloads are). cold: a new workload in a namespace never seen, so that every field
+the rules read (the founding example's match condition reads the namespace) is new: nothing memoized
+for a pod applies, which is the worst case for a caching extender."""
+
+
+def pod_stream(workload: Workload, kind: str, workloads: Iterator[int]) -> Iterator[JSON]:
+    if kind == "replica":
+        return iter(workload.pods(10_000, replicas=True))
+    if kind == "new":
+        return (workload.pod(next(workloads)) for _ in itertools.count())
+    return (workload.pod(n, namespace=f"team-{n}") for n in workloads)
+
+
+def bench_group(
+    group: Sequence[Server], workload: Workload, files: Path, budget: Budget
+) -> tuple[list[Scenario], JSON]:
+    """Run the servers of one rule set side by side; their scenarios and each one's memory."""
+    scenarios: list[Scenario] = []
+    memory: dict[str, JSON] = {}
+    workloads = itertools.count(1)
+    with contextlib.ExitStack() as stack:
+        processes = {s.name: stack.enter_context(started(s, files)) for s in group}
+        clients = {name: Client(port) for name, (_, port) in processes.items()}
+        for name, (process, _) in processes.items():
+            memory[name] = {"rss_started_mb": memory_mb(process.pid)["rss_mb"]}
+        for mode in ("names", "full"):
+            for size in sorted({size for s in group for size in s.sizes}):
+                for kind in POD_KINDS:
+                    active = [s for s in group if size in s.sizes]
+                    pods = pod_stream(workload, kind, workloads)
+                    found = run_scenario(clients, active, workload.nodes[:size], pods, mode, kind, budget)
+                    for scenario in found:
+                        print(f"  {line(scenario.summary())}", file=sys.stderr, flush=True)
+                    scenarios.extend(found)
+            if mode == "names":
+                for name, (process, _) in processes.items():
+                    memory[name]["rss_after_names_mb"] = memory_mb(process.pid)["rss_mb"]
+        for name, (process, _) in processes.items():
+            clients[name].close()
+            memory[name].update(memory_mb(process.pid))
+    return scenarios, memory
+
+
+def line(summary: JSON) -> str:
+    total, filtered, prioritized = summary["total"], summary["filter"], summary["prioritize"]
+    return (
+        f"{summary['server']:<30} {summary['mode']:<5} {summary['size']:>5} {summary['pods']:<7} "
+        f"filter {filtered['p50']:>8} / {filtered['p99']:>8}  prioritize {prioritized['p50']:>8} / "
+        f"{prioritized['p99']:>8}  total {total['p50']:>8} / {total['p99']:>8} ms  n={summary['count']}"
+    )
+
+
+def add_ratios(results: list[JSON]) -> None:
+    """Each scenario's p50 total over the hand-written baseline's for the same rules, mode, size and pods."""
+    baseline = {
+        (r["server"].split("/")[1], r["mode"], r["size"], r["pods"]): r["total"]["p50"]
+        for r in results
+        if r["server"].startswith("baseline/")
+    }
+    for result in results:
+        rules = result["server"].split("/")[1] if "/" in result["server"] else None
+        base = baseline.get((rules, result["mode"], result["size"], result["pods"]))
+        result["ratio_to_baseline"] = round(result["total"]["p50"] / base, 2) if base and rules else None
+
+
+def table(results: Sequence[JSON], memory: JSON) -> str:
+    header = (
+        "| server | mode | nodes | pods | filter p50 | filter p99 | prioritize p50 | prioritize p99 "
+        "| total p50 | total p99 | x baseline | n | peak RSS MB |"
+    )
+    rows = [header, "|" + "---|" * 13]
+    for r in results:
+        rss = memory.get(r["server"], {}).get("peak_rss_mb", "")
+        ratio = r["ratio_to_baseline"] if r["ratio_to_baseline"] is not None else ""
+        rows.append(
+            f"| {r['server']} | {r['mode']} | {r['size']} | {r['pods']} | {r['filter']['p50']} | {r['filter']['p99']} "
+            f"| {r['prioritize']['p50']} | {r['prioritize']['p99']} | {r['total']['p50']} | {r['total']['p99']} "
+            f"| {ratio} | {r['count']} | {rss} |"
+        )
+    return "\n".join(rows)
+
+
+def machine() -> JSON:
+    return {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Benchmark the rulesched extender against a hand-written one.")
+    parser.add_argument("--quick", action="store_true", help="CI smoke mode: one size, few pods, under a minute")
+    parser.add_argument("--json", type=Path, default=HERE / "results" / "latest.json", help="where to write results")
+    parser.add_argument("--only", default="", help="run only the servers whose name contains this text")
+    parser.add_argument("--sizes", default="", help="comma-separated candidate counts instead of the defaults")
+    args = parser.parse_args(argv)
+    # Stopped from outside: unwind, so that every server started is stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    started_at = time.monotonic()
+    budget = QUICK_BUDGET if args.quick else FULL_BUDGET
+    chosen = [s for s in servers(args.quick) if any(o in s.name for o in args.only.split(","))]
+    if args.sizes:
+        sizes = tuple(int(n) for n in args.sizes.split(","))
+        chosen = [dataclasses.replace(s, sizes=sizes) for s in chosen]
+    workload = make_workload(max(max(s.sizes) for s in chosen))
+    results: list[JSON] = []
+    memory: dict[str, JSON] = {}
+    with tempfile.TemporaryDirectory(prefix="rulesched-bench-") as directory:
+        files = Path(directory)
+        write_inputs(workload, files)
+        for rules in RULE_SETS:
+            group = [s for s in chosen if s.rules == rules or (s.kind == "floor" and rules == "founding")]
+            print(f"{rules}: {', '.join(s.name for s in group)}", file=sys.stderr, flush=True)
+            scenarios, found = bench_group(group, workload, files, budget)
+            memory.update(found)
+            results.extend(s.summary() for s in scenarios)
+    add_ratios(results)
+    report = {
+        "machine": machine(),
+        "quick": args.quick,
+        "seconds": round(time.monotonic() - started_at, 1),
+        "scenarios": results,
+        "memory": memory,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    print(table(results, memory))
+    print(f"\n{machine()}; {report['seconds']} s; written to {args.json}")
+    mismatched = sum(r["mismatches"] for r in results)
+    if mismatched:
+        print(f"{mismatched} filter answers differed from the hand-written extender's", file=sys.stderr)
+    return 1 if mismatched else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

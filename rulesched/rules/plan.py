@@ -1,0 +1,232 @@
+"""How the fast engine evaluates one RuleBook: what each rule depends on, and the caches that follow.
+
+DESIGN.md §4. A rule reading only `node`, `metrics` and `allocatable` (node-only) has one result per
+node version and rule book, computed the first time the node is a candidate and kept in the
+NodeContext. A rule reading `pod`, `requests` or `now` (per pod) is evaluated per pod, memoized by a
+key made of exactly the pod fields the book's rules read, so replicas of a workload are lookups. Each
+node's engine values are converted once per version, trimmed to the node fields the rules read, and
+per-pod rules are bound to the pod (`Program.bind`) so that these per-node values serve every pod.
+Nodes that look the same to a per-pod rule (equal projections: the same zone label, say) share one
+evaluation, so a pod never seen before costs one evaluation per distinct projection, not per node.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from rulesched.rules.book import CompiledFilter, CompiledScore, Paths, RuleBook
+from rulesched.rules.cel import CelCompileError, Program
+from rulesched.rules.cel.analysis import Path
+from rulesched.rules.context import NodeContext, pod_requests
+
+PER_POD = frozenset({"pod", "requests", "now"})
+"""Context names whose values change with the pod or the request."""
+
+_PLANS_KEPT = 8
+_BOUND_KEPT = 256
+"""Bound programs kept (each a compiled expression: a few kilobytes)."""
+APPLYING_KEPT = 1024
+"""Pod keys whose applying rule sets are kept."""
+NODE_MEMO_KEPT = 8
+"""Per node, how many pod keys (or candidate ranges) keep their verdicts and results."""
+
+_tokens = itertools.count(1)
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A filter or score of the book, where it stands in evaluation order and what it depends on."""
+
+    position: int
+    """Filters of every rule set in book order, then scores: the order errors are reported in."""
+    rule_set: str
+    compiled: CompiledFilter | CompiledScore
+    per_pod: bool
+    reads_now: bool
+    slot: int
+    """Index among the book's node-only rules (their cached results), or -1 for a per-pod rule."""
+
+
+@dataclass(slots=True)
+class NodeMemo:
+    """What one NodeContext keeps for one plan: its engine values and every result found for it."""
+
+    token: int
+    values: Mapping[str, Any]
+    bindings: Any = None
+    """Engine bindings of `values`, kept once a per-pod rule has run on this node (see `node_bindings`)."""
+    node_only: list[Any] | None = None
+    per_pod: dict[Hashable, Any] = field(default_factory=dict)
+    decisions: dict[Hashable, Any] = field(default_factory=dict)
+    projections: dict[int, bytes] = field(default_factory=dict)
+    """By rule position: the node's values that per-pod rule reads, as a key."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequest:
+    """The per-pod side of one evaluation: plain values to bind, and the key that identifies them."""
+
+    values: Mapping[str, Any]
+    key: bytes
+    now: datetime.datetime
+
+    def key_for(self, reads_now: bool) -> Hashable:
+        return (self.key, self.now) if reads_now else self.key
+
+
+def remember(cache: dict[K, V], key: K, value: V, kept: int) -> V:
+    """Store `value`, forgetting the oldest entries beyond `kept` (dicts keep insertion order)."""
+    cache[key] = value
+    while len(cache) > kept:
+        del cache[next(iter(cache))]
+    return value
+
+
+def trim(value: Any, paths: Iterable[Path]) -> Any:
+    """`value` keeping only what the field `paths` reach; anything not a map is kept whole."""
+    selected = list(paths)
+    if () in selected or not isinstance(value, Mapping):
+        return value
+    by_field: dict[str, list[Path]] = {}
+    for path in selected:
+        by_field.setdefault(path[0], []).append(path[1:])
+    return {name: trim(value[name], rest) for name, rest in by_field.items() if name in value}
+
+
+def projection(rule: Rule, node: NodeContext) -> bytes:
+    """Exactly the node-side values `rule` reads, as bytes: nodes with equal projections get equal results.
+
+    Key order is kept (not sorted): a rule iterating a map sees its order."""
+    read = rule.compiled.paths
+    values = [
+        trim(v, read[n]) if n in read else None
+        for n, v in (("node", node.node), ("metrics", node.metrics), ("allocatable", node.allocatable))
+    ]
+    return json.dumps(values, default=str).encode()
+
+
+def _union(paths: Iterable[Paths], name: str) -> frozenset[Path]:
+    return frozenset().union(*(p.get(name, frozenset()) for p in paths))
+
+
+class Plan:
+    """The book's rules classified, with the caches shared by every request against this book."""
+
+    def __init__(self, book: RuleBook) -> None:
+        self.book = book
+        self.token = next(_tokens)
+        self.filters: list[list[Rule]] = []
+        self.scores: list[list[Rule]] = []
+        self.node_only: list[Rule] = []
+        positions = itertools.count()
+        for rule_set in book.rule_sets:
+            self.filters.append([self._rule(next(positions), rule_set.name, f) for f in rule_set.filters])
+        for rule_set in book.rule_sets:
+            self.scores.append([self._rule(next(positions), rule_set.name, s) for s in rule_set.scores])
+        rules = [r.compiled for group in (*self.filters, *self.scores) for r in group]
+        per_pod = [r.compiled for group in (*self.filters, *self.scores) for r in group if r.per_pod]
+        conditions = [c for rs in book.rule_sets for c in rs.conditions]
+        self.node_paths = _union((r.paths for r in rules), "node")
+        self.pod_paths = _union([*(r.paths for r in per_pod), *(c.paths for c in conditions)], "pod")
+        self.reads_requests = any("requests" in r.reads for r in per_pod)
+        self.conditions_read_now = any("now" in c.paths for c in conditions)
+        self._bound: OrderedDict[Hashable, Program | None] = OrderedDict()
+        self.applying: dict[Hashable, Any] = {}
+
+    def _rule(self, position: int, rule_set: str, compiled: CompiledFilter | CompiledScore) -> Rule:
+        per_pod = bool(compiled.reads & PER_POD)
+        rule = Rule(
+            position, rule_set, compiled, per_pod, "now" in compiled.reads, -1 if per_pod else len(self.node_only)
+        )
+        if not per_pod:
+            self.node_only.append(rule)
+        return rule
+
+    def request(self, pod: Mapping[str, Any], now: datetime.datetime) -> PodRequest:
+        """The pod's trimmed values and their key (the same for every replica of a workload)."""
+        trimmed = trim(pod, self.pod_paths) if self.pod_paths else {}
+        values: dict[str, Any] = {"pod": trimmed, "now": now}
+        if self.reads_requests:
+            values["requests"] = pod_requests(pod)
+        key = json.dumps([trimmed, values.get("requests")], sort_keys=True, default=str).encode()
+        return PodRequest(values, key, now)
+
+    def bound(self, program: Program, rule: Rule, kind: str, request: PodRequest) -> Program | None:
+        """`program` bound to the pod's values, compiled once per pod key; None if it cannot be bound."""
+        key = (rule.position, kind, request.key_for(rule.reads_now))
+        if key in self._bound:
+            self._bound.move_to_end(key)
+            return self._bound[key]
+        names = rule.compiled.reads & PER_POD
+        try:
+            found: Program | None = program.bind({n: request.values.get(n, {}) for n in sorted(names)})
+        except CelCompileError:
+            found = None
+        self._bound[key] = found
+        while len(self._bound) > _BOUND_KEPT:
+            self._bound.popitem(last=False)
+        return found
+
+    def memos(self, nodes: Iterable[NodeContext]) -> list[NodeMemo]:
+        """The memo of each node, by the quickest lookup (this runs for every candidate of every request)."""
+        token = self.token
+        found = []
+        for node in nodes:
+            memo = node.cache.get("plan")
+            found.append(memo if memo is not None and memo.token == token else self.memo(node))
+        return found
+
+    def memo(self, node: NodeContext) -> NodeMemo:
+        """The node's memo for this plan, made (and its engine values converted) on first use."""
+        memo = node.cache.get("plan")
+        if memo is not None and memo.token == self.token:
+            assert isinstance(memo, NodeMemo)
+            return memo
+        engine = self.book.engine
+        values = {
+            "node": engine.convert(trim(node.node, self.node_paths) if self.node_paths else {}),
+            "metrics": engine.convert(node.metrics),
+            "allocatable": engine.convert(node.allocatable),
+            "variables": engine.convert({}),
+        }
+        memo = NodeMemo(self.token, values)
+        node.cache["plan"] = memo
+        return memo
+
+
+def node_bindings(plan: Plan, memo: NodeMemo, *, keep: bool) -> Any:
+    """The node's engine bindings. Kept only when asked: cel-cpp's activation caches what it converts
+    (about 8 KB a node), worth it for the nodes per-pod rules run on, not for every node in the cache."""
+    if memo.bindings is not None:
+        return memo.bindings
+    made = plan.book.engine.bindings(memo.values)
+    if keep:
+        memo.bindings = made
+    return made
+
+
+_plans: OrderedDict[int, Plan] = OrderedDict()
+_lock = threading.Lock()
+
+
+def plan_for(book: RuleBook) -> Plan:
+    """The plan of `book`, made once; a plan holds its book, so the id cannot be reused meanwhile."""
+    with _lock:
+        plan = _plans.get(id(book))
+        if plan is not None and plan.book is book:
+            _plans.move_to_end(id(book))
+            return plan
+        plan = Plan(book)
+        _plans[id(book)] = plan
+        while len(_plans) > _PLANS_KEPT:
+            _plans.popitem(last=False)
+        return plan

@@ -1,0 +1,52 @@
+"""`bench/run.py --quick` runs every scenario against real servers and writes sane results.
+
+Speed is never asserted here (the machine is shared and noisy): only that each scenario ran, that
+rulesched answered as the hand-written extender did, and that the numbers are well-formed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.paths import REPO as ROOT
+
+_TIMEOUT = 240
+
+
+def test_quick_benchmark_covers_every_scenario(tmp_path: Path) -> None:
+    output = tmp_path / "results.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    command = [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--json", str(output)]
+    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=_TIMEOUT, check=False)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    report = json.loads(output.read_text())
+    scenarios = report["scenarios"]
+    found = {(s["server"], s["mode"], s["pods"]) for s in scenarios}
+    servers = {"floor"} | {
+        f"{kind}/{rules}"
+        for kind in ("baseline", "rulesched-cpp", "rulesched-celpy")
+        for rules in ("founding", "pod-dependent")
+    }
+    assert found == {
+        (server, mode, pods) for server in servers for mode in ("names", "full") for pods in ("replica", "new", "cold")
+    }
+    for scenario in scenarios:
+        assert_sane(scenario)
+    assert set(report["memory"]) == servers
+    assert all(m["peak_rss_mb"] > 0 for m in report["memory"].values())
+    assert "| server |" in finished.stdout
+
+
+def assert_sane(scenario: dict[str, Any]) -> None:
+    assert scenario["count"] >= 3
+    assert scenario["mismatches"] == 0
+    for verb in ("filter", "prioritize", "total"):
+        p50, p99 = scenario[verb]["p50"], scenario[verb]["p99"]
+        assert 0 < p50 <= p99
+    if scenario["server"].startswith("rulesched"):
+        assert scenario["ratio_to_baseline"] > 0
