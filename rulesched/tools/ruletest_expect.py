@@ -19,7 +19,8 @@ def _names(names: Iterable[str]) -> str:
 
 
 def _ranked(decision: Decision) -> str:
-    return _names(f"{n.name} ({n.score})" for n in decision.ranking()) if decision.ranking() else "no node passed"
+    ranking = decision.ranking()
+    return _names(f"{n.name} ({n.score})" for n in ranking) if ranking else "no node passed"
 
 
 def _fate(decision: Decision, name: str) -> str:
