@@ -284,6 +284,7 @@ def run_scenario(clients: Mapping[str, Client], servers: Sequence[Server], nodes
     return list(scenarios.values())
 
 
+MODES = ("names", "full")
 POD_KINDS = ("replica", "new", "cold")
 """replica: replicas of one workload. new: each pod from a workload never seen (in a known namespace and
 zone, as most new workloads are). cold: a new workload in a namespace never seen, so that every field
@@ -300,7 +301,12 @@ def pod_stream(workload: Workload, kind: str, workloads: Iterator[int]) -> Itera
 
 
 def bench_group(
-    group: Sequence[Server], workload: Workload, files: Path, budget: Budget
+    group: Sequence[Server],
+    workload: Workload,
+    files: Path,
+    budget: Budget,
+    modes: Sequence[str] = MODES,
+    kinds: Sequence[str] = POD_KINDS,
 ) -> tuple[list[Scenario], JSON]:
     """Run the servers of one rule set side by side; their scenarios and each one's memory."""
     scenarios: list[Scenario] = []
@@ -311,9 +317,9 @@ def bench_group(
         clients = {name: Client(port) for name, (_, port) in processes.items()}
         for name, (process, _) in processes.items():
             memory[name] = {"rss_started_mb": memory_mb(process.pid)["rss_mb"]}
-        for mode in ("names", "full"):
+        for mode in modes:
             for size in sorted({size for s in group for size in s.sizes}):
-                for kind in POD_KINDS:
+                for kind in kinds:
                     active = [s for s in group if size in s.sizes]
                     pods = pod_stream(workload, kind, workloads)
                     found = run_scenario(clients, active, workload.nodes[:size], pods, mode, kind, budget)
@@ -377,12 +383,22 @@ def machine() -> JSON:
     }
 
 
+def _choice(given: str, known: Sequence[str]) -> list[str]:
+    chosen = [part.strip() for part in given.split(",") if part.strip()]
+    unknown = [part for part in chosen if part not in known]
+    if unknown or not chosen:
+        raise SystemExit(f"choose among {', '.join(known)}; got {given!r}")
+    return chosen
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Benchmark the rulesched extender against a hand-written one.")
     parser.add_argument("--quick", action="store_true", help="CI smoke mode: one size, few pods, under a minute")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "latest.json", help="where to write results")
     parser.add_argument("--only", default="", help="run only the servers whose name contains this text")
     parser.add_argument("--sizes", default="", help="comma-separated candidate counts instead of the defaults")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: names, full")
+    parser.add_argument("--pods", default=",".join(POD_KINDS), help="comma-separated: replica, new, cold")
     args = parser.parse_args(argv)
     # Stopped from outside: unwind, so that every server started is stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -400,8 +416,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_inputs(workload, files)
         for rules in RULE_SETS:
             group = [s for s in chosen if s.rules == rules or (s.kind == "floor" and rules == "founding")]
+            if not group:
+                continue
             print(f"{rules}: {', '.join(s.name for s in group)}", file=sys.stderr, flush=True)
-            scenarios, found = bench_group(group, workload, files, budget)
+            modes, kinds = _choice(args.modes, MODES), _choice(args.pods, POD_KINDS)
+            scenarios, found = bench_group(group, workload, files, budget, modes, kinds)
             memory.update(found)
             results.extend(s.summary() for s in scenarios)
     add_ratios(results)

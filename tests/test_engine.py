@@ -5,6 +5,7 @@ Each test loads a real rule file from tmp_path, evaluates it with real CEL and c
 
 from __future__ import annotations
 
+import random
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import ENGINE_NAMES, Engine, make_engine
 from rulesched.rules.context import NodeUsage, pod_requests
-from rulesched.rules.decision import Decision, FilterResult, RuleError, ScoreResult
+from rulesched.rules.decision import Decision, FilterResult, NodeDecision, RuleError, ScoreResult
 from rulesched.rules.errors import RulesLoadFailed
 from rulesched.rules.loader import load_rule_book
 from tests.builders import (
@@ -815,3 +816,17 @@ def test_rule_errors_are_data(tmp_path: Path, engine: Engine) -> None:
     (error,) = decision.errors
     assert isinstance(error, RuleError)
     assert decision.as_dict()["errors"] == [{"ruleSet": "test", "rule": "zone-a", "node": "bare", "error": error.error}]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_top_is_the_head_of_the_ranking(seed: int) -> None:
+    """The decision log's top nodes are `ranking()`'s first ones, ties by name, whatever the scores."""
+    rng = random.Random(seed)
+    nodes = {}
+    for index in rng.sample(range(1000), rng.randint(0, 40)):
+        name = f"node-{index}"
+        score = rng.choice([None, *range(0, 11, rng.choice([1, 5, 10]))])
+        nodes[name] = NodeDecision(name, passed=rng.random() < 0.8, score=score)
+    decision = Decision(generation=1, applied=[], nodes=nodes)
+    for count in (1, 3, 5):
+        assert [n.name for n in decision.top(count)] == [n.name for n in decision.ranking()[:count]]

@@ -3,12 +3,16 @@
 In names mode the nodes come from the node source; in full mode from the request itself. Either
 way the metrics come from the metrics source, and a context is reused as long as the node's
 resourceVersion and its metrics sample are the same.
+
+Names mode runs for every candidate of every request, so it does not ask the sources about each node:
+contexts found current are kept by name until a source's generation says that node (or, for metrics,
+any node) may have changed. An unchanged candidate is one dictionary lookup.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from rulesched.cluster.sources import MetricsSource, NodeSource
@@ -25,6 +29,10 @@ class NodeContexts:
         self.metrics = metrics
         self._cache: dict[str, NodeContext] = {}
         self._lock = threading.Lock()
+        self._current: dict[str, NodeContext] = {}
+        """Names mode: contexts known current at the sources' generations below."""
+        self._node_generation = nodes.generation() if nodes else 0
+        self._metrics_generation: Hashable = metrics.generation() if metrics else 0
 
     def context(self, node: Mapping[str, Any], name: str | None = None) -> NodeContext:
         """The context of a node object, reused while neither the node nor its metrics changed."""
@@ -53,24 +61,43 @@ class NodeContexts:
 
     def for_names(self, names: Sequence[str]) -> tuple[list[NodeContext], list[str]]:
         """Names mode: contexts of the nodes the source knows, and the names it does not."""
-        known: list[NodeContext] = []
+        current = self._current_contexts()
+        known = list(map(current.get, names))
+        if None not in known:
+            return known, []  # type: ignore[return-value]  # no None in it: checked just above
+        found: list[NodeContext] = []
         unknown: list[str] = []
-        get = self.nodes.get if self.nodes else _nothing
-        usage = self.metrics.usage if self.metrics else _nothing
-        cache = self._cache
-        for name in names:
-            node = get(name)
-            if node is None:
+        for name, context in zip(names, known, strict=True):
+            context = context or self._by_name(name, current)
+            if context is None:
                 unknown.append(name)
-                continue
-            # `context`'s identity check, inlined: this loop runs for every candidate of every request.
-            cached = cache.get(name)
-            if cached is not None and cached.node is node and cached.key[2] is usage(name):
-                known.append(cached)
             else:
-                known.append(self.context(node, name))
-        return known, unknown
+                found.append(context)
+        return found, unknown
 
+    def _current_contexts(self) -> dict[str, NodeContext]:
+        """The contexts still current: those of nodes changed since the last request are forgotten."""
+        metrics = self.metrics.generation() if self.metrics else 0
+        if metrics != self._metrics_generation:
+            self._current, self._metrics_generation = {}, metrics  # samples come and age together
+        if self.nodes is not None:
+            generation = self.nodes.generation()
+            if generation != self._node_generation:
+                changed = self.nodes.changed_since(self._node_generation)
+                if changed is None or len(changed) >= len(self._current):
+                    self._current = {}
+                else:
+                    for name in changed:
+                        self._current.pop(name, None)
+                self._node_generation = generation
+        if len(self._current) >= _MAX_CACHED:
+            self._current = {}
+        return self._current
 
-def _nothing(name: str) -> None:
-    return None
+    def _by_name(self, name: str, current: dict[str, NodeContext]) -> NodeContext | None:
+        node = self.nodes.get(name) if self.nodes else None
+        if node is None:
+            return None
+        # Kept even without a resourceVersion: the source's generation says when the node changes.
+        context = current[name] = self.context(node, name)
+        return context

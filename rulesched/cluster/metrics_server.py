@@ -10,10 +10,12 @@ degrades, filtering never breaks.
 
 from __future__ import annotations
 
+import bisect
 import datetime
 import logging
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +87,9 @@ class MetricsServerSource:
         self._max_age = max_age
         self._timeout = (connect_timeout, read_timeout)
         self._samples: dict[str, NodeUsage] = {}
+        self._expiries: list[float] = []
+        """When each sample grows too old (POSIX seconds), sorted: how `generation` sees samples age out."""
+        self._polls = 0
         self._last_ok: bool | None = None
         self._last_error = ""
         self._stopping = threading.Event()
@@ -97,6 +102,11 @@ class MetricsServerSource:
         age = (_now() - sample.timestamp).total_seconds()
         return sample if age <= self._max_age else None
 
+    def generation(self) -> Hashable:
+        """Which poll the samples come from, and how many of them have aged out since."""
+        polls, expiries = self._polls, self._expiries
+        return polls, bisect.bisect_left(expiries, time.time())
+
     def poll(self) -> bool:
         """Fetch the samples once now (the thread does this every interval); True when it worked."""
         try:
@@ -107,7 +117,10 @@ class MetricsServerSource:
         except Exception as error:  # any failure only means "no new samples"; the old ones age out
             self._note(False, describe_failure(error))
             return False
-        self._samples = samples  # one reference swap
+        expiries = sorted(s.timestamp.timestamp() + self._max_age for s in samples.values() if s.timestamp)
+        # Samples first: a reader that sees the new generation must not find the old samples.
+        self._samples, self._expiries = samples, expiries
+        self._polls += 1
         self._note(True, "")
         return True
 

@@ -23,6 +23,7 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from rulesched.cluster.kube import discard, interrupt, read_json, status_message
+from rulesched.cluster.sources import ChangeLog
 from rulesched.rules.context import node_name
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ class NodeCache:
         self._backoff = (backoff_initial, backoff_max)
         self._nodes: dict[str, Node] = {}
         self._deleted: set[str] = set()
+        self._changes = ChangeLog()
         self._lock = threading.Lock()
         self._rv = ""
         self._synced = threading.Event()
@@ -134,6 +136,7 @@ class NodeCache:
             # A node deleted since the GET was sent must not come back as a ghost; the watch has the last word.
             if name not in self._nodes and name not in self._deleted:
                 self._nodes[name] = node
+                self._changes.record(name)
         return node
 
     def ready(self) -> bool:
@@ -141,6 +144,12 @@ class NodeCache:
 
     def size(self) -> int:
         return len(self._nodes)
+
+    def generation(self) -> int:
+        return self._changes.generation()
+
+    def changed_since(self, generation: int) -> set[str] | None:
+        return self._changes.since(generation)
 
     def start(self) -> None:
         if self._thread is None:
@@ -207,6 +216,7 @@ class NodeCache:
             self._nodes = nodes  # one reference swap: readers see the old or the new view, never a mix
             self._deleted = set()
             self._rv = rv
+            self._changes.record(None)
         self._relists += 1
         self._note_success()
         if not self._synced.is_set():
@@ -294,8 +304,10 @@ class NodeCache:
             if kind in ("ADDED", "MODIFIED") and name:
                 self._nodes[name] = obj
                 self._deleted.discard(name)
+                self._changes.record(name)
             elif kind == "DELETED" and name:
                 self._nodes.pop(name, None)
+                self._changes.record(name)
                 if len(self._deleted) >= _MAX_DELETED:
                     self._deleted.clear()
                 self._deleted.add(name)

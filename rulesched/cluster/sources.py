@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Mapping
+import threading
+from collections import deque
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,6 +38,13 @@ class NodeSource(Protocol):
     def size(self) -> int:
         """How many nodes the source knows."""
 
+    def generation(self) -> int:
+        """A number that grows whenever `get` may answer differently for some node; never blocks."""
+
+    def changed_since(self, generation: int) -> set[str] | None:
+        """The nodes `get` may answer differently for since `generation`; None when that is no longer
+        known (every node may have changed)."""
+
     def start(self) -> None: ...
 
     def stop(self) -> None: ...
@@ -44,6 +53,10 @@ class NodeSource(Protocol):
 class MetricsSource(Protocol):
     def usage(self, name: str) -> NodeUsage | None:
         """The node's latest usable sample, or None when unknown or stale; never blocks."""
+
+    def generation(self) -> Hashable:
+        """A value that changes whenever `usage` may answer differently for some node (a new poll,
+        a sample growing too old); never blocks."""
 
     def newest_sample_age(self) -> float | None:
         """Seconds since the newest sample was taken (None when unknown), for monitoring."""
@@ -56,6 +69,43 @@ class MetricsSource(Protocol):
 class Binder(Protocol):
     def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
         """Bind the pod to the node; "" on success, else the API's reason. May block."""
+
+
+class ChangeLog:
+    """Which names changed after a generation: a counter, and the most recent changes.
+
+    The request path reads a source through per-node caches that stay valid until the source says a
+    node changed; this is how it says so without the reader comparing every node on every request.
+    """
+
+    def __init__(self, kept: int = 4096) -> None:
+        self._generation = 0
+        self._floor = 0
+        """Changes after this generation are all in `_recent`."""
+        self._recent: deque[tuple[int, str]] = deque()
+        self._kept = kept
+        self._lock = threading.Lock()
+
+    def generation(self) -> int:
+        return self._generation
+
+    def record(self, name: str | None) -> None:
+        """`name` changed; None: any node may have (a relist)."""
+        with self._lock:
+            self._generation += 1
+            if name is None:
+                self._recent.clear()
+                self._floor = self._generation
+                return
+            self._recent.append((self._generation, name))
+            if len(self._recent) > self._kept:
+                self._floor = self._recent.popleft()[0]
+
+    def since(self, generation: int) -> set[str] | None:
+        with self._lock:
+            if generation < self._floor:
+                return None
+            return {name for changed, name in self._recent if changed > generation}
 
 
 def read_document(path: Path) -> Any:
@@ -98,6 +148,12 @@ class FileNodeSource:
 
     def size(self) -> int:
         return len(self._nodes)
+
+    def generation(self) -> int:
+        return 0  # a file is read once
+
+    def changed_since(self, generation: int) -> set[str] | None:
+        return set()
 
     def start(self) -> None:
         pass
@@ -149,6 +205,9 @@ class FileMetricsSource:
 
     def usage(self, name: str) -> NodeUsage | None:
         return self._usage.get(name)
+
+    def generation(self) -> Hashable:
+        return 0  # a file is read once, and its samples never age
 
     def newest_sample_age(self) -> float | None:
         return None  # a file is taken as current: it has no age

@@ -32,18 +32,19 @@ class Observer:
         identity = pod_identity(pod)
         rejections = {f"{rule_set}/{rule}": n for (rule_set, rule, enforce), n in failures.items() if enforce}
         top = [{"node": n.name, "score": n.score} for n in decision.top(3)] if verb != "filter" else []
+        passed = len(decision.passed)
         fields = {
             "pod": identity,
             "verb": verb,
             "candidates": candidates,
-            "passed": len(decision.passed),
+            "passed": passed,
             "rejections": rejections,
             "top": top,
             "generation": decision.generation,
             "durationMs": round(seconds * 1000, 3),
         }
         message = "%s %s/%s: %d of %d nodes passed"
-        log.info(message, verb, identity["namespace"], identity["name"], len(decision.passed), candidates, extra=fields)
+        log.info(message, verb, identity["namespace"], identity["name"], passed, candidates, extra=fields)
         if log.isEnabledFor(logging.DEBUG):
             for node in decision.nodes.values():
                 log.debug("%s %s on %s", verb, identity["name"], node.name, extra={"node": node.as_dict()})

@@ -157,7 +157,7 @@ def _no_collection() -> Iterator[Callable[[Response], Response]]:
             gc.enable()
 
 
-def _resume_collection() -> None:
+async def _resume_collection() -> None:
     """Turn the collector back on and pay now, answer sent, the young collection the request owes."""
     gc.enable()
     counts, thresholds = gc.get_count(), gc.get_threshold()
@@ -185,19 +185,19 @@ def _filter_answer(
     decision = evaluate(book, args.pod, contexts, run_scores=False)
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
-    passed: set[str] = set()
-    for node in decision.nodes.values():  # one pass: this runs for every candidate of every call
-        if node.passed:
-            passed.add(node.name)
-        else:
+    verdicts = decision.nodes
+    passed = decision.passed  # in candidate order: the order of the request
+    if len(passed) < len(verdicts):
+        for node in [node for node in verdicts.values() if not node.passed]:
             (failed if node.resolvable else unresolvable)[node.name] = node.reason or ""
     unresolvable.update(unknown)
     if args.nodes is not None:
+        kept = set(passed)
         answer = wire.filter_result(
-            [n for n in args.nodes if n["metadata"]["name"] in passed], None, failed, unresolvable
+            [n for n in args.nodes if n["metadata"]["name"] in kept], None, failed, unresolvable
         )
     else:
-        answer = wire.filter_result(None, [n for n in args.names if n in passed], failed, unresolvable)
+        answer = wire.filter_result(None, passed, failed, unresolvable)
     extender.observer.decision("filter", args.pod, decision, len(args.names), time.perf_counter() - started)
     return json_response(answer)
 
@@ -211,9 +211,13 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
         contexts, _ = await extender.candidates(args)
         decision = evaluate(book, args.pod, contexts, run_filters=False)
         found = decision.nodes
-        scores = {name: (found[name].score or 0) if name in found else 0 for name in args.names}
+        if len(found) == len(args.names):  # every candidate evaluated, in the request's order
+            answer = [{"Host": name, "Score": node.score or 0} for name, node in found.items()]
+        else:
+            scores = {name: (found[name].score or 0) if name in found else 0 for name in args.names}
+            answer = wire.host_priority_list(scores)
         extender.observer.decision("prioritize", args.pod, decision, len(args.names), time.perf_counter() - started)
-        return resume_after(json_response(wire.host_priority_list(scores)))
+        return resume_after(json_response(answer))
 
 
 async def preempt_verb(extender: Extender, request: Request) -> Response:

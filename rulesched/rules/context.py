@@ -26,9 +26,11 @@ class NodeUsage:
     timestamp: datetime.datetime | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class NodeContext:
-    """What the rules see of one node. `key` changes whenever anything in it changes."""
+    """What the rules see of one node. `key` changes whenever anything in it changes.
+
+    Compared by identity: contexts are cache entries, and lists of them are searched on every request."""
 
     name: str
     node: Mapping[str, Any]

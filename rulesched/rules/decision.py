@@ -119,6 +119,13 @@ class Decision:
     def top(self, count: int) -> list[NodeDecision]:
         """The first `count` of `ranking()`, without sorting every node."""
         scored = [n for n in self.nodes.values() if n.passed and n.score is not None]
+        if not scored:
+            return []
+        # Scores are 0 to 10, so often tied at the top: the nodes with the best one usually suffice.
+        best = max(map(_SCORE, scored))
+        first = [n for n in scored if n.score == best]
+        if len(first) >= count:
+            return sorted(first, key=_NAME)[:count]
         return heapq.nsmallest(count, scored, key=lambda n: (-(n.score or 0), n.name))
 
     def failures(self) -> Counter[tuple[str, str, bool]]:

@@ -63,8 +63,11 @@ def evaluate(
     decision = Decision(generation=book.generation, applied=[], nodes={})
     applying = _applying(plan, request, decision)
     decision.applied = [book.rule_sets[i].name for i in applying]
-    memos = plan.memos(nodes)
-    _ensure_node_only(plan, nodes, memos)
+    memos, fresh = plan.memos(nodes)
+    if fresh:
+        _node_only(plan, [nodes[i] for i in fresh], [memos[i] for i in fresh])
+        for i in fresh:
+            plan.keep(nodes[i], memos[i])
     scores = [r for i in applying for r in plan.scores[i]]
     if run_filters:
         verdicts = _filter(plan, request, applying, nodes, memos, decision, private=run_scores)
@@ -103,11 +106,10 @@ _CHUNK = 256
 process thousands of freed activations larger."""
 
 
-def _ensure_node_only(plan: Plan, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]) -> None:
-    """Every node-only result of the book for the nodes that have none yet, one engine call per rule."""
-    missing = [i for i, m in enumerate(memos) if m.node_only is None]
-    for start in range(0, len(missing), _CHUNK):
-        chunk = missing[start : start + _CHUNK]
+def _node_only(plan: Plan, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]) -> None:
+    """Every node-only result of the book for new memos, one engine call per rule and chunk of nodes."""
+    for start in range(0, len(memos), _CHUNK):
+        chunk = range(start, min(start + _CHUNK, len(memos)))
         bindings = [node_bindings(plan, memos[i], keep=False) for i in chunk]
         names = [nodes[i].name for i in chunk]
         columns = [_node_only_column(rule, names, bindings) for rule in plan.node_only]
@@ -191,13 +193,18 @@ def _filter(
     scoring step may fill in."""
     rules = [r for i in applying for r in plan.filters[i]]
     key = (tuple(applying), *(request.key_for(r.reads_now) for r in rules if r.per_pod))
-    found: list[tuple[NodeDecision, tuple[tuple[int, RuleError], ...]] | None] = [m.decisions.get(key) for m in memos]
-    missing = [i for i, hit in enumerate(found) if hit is None]
-    if missing:
+    found = _kept(memos, key)
+    if None in found:
+        missing = [i for i, hit in enumerate(found) if hit is None]
         for i, built in zip(missing, _verdicts(plan, request, rules, nodes, memos, missing), strict=True):
             found[i] = remember(memos[i].decisions, key, built, NODE_MEMO_KEPT)
-    verdicts = _collect(found, decision)  # type: ignore[arg-type]
+    verdicts = _collect(found, decision)
     return [_copy(v) for v in verdicts] if private else verdicts
+
+
+def _kept(memos: Sequence[NodeMemo], key: Hashable) -> list[Any]:
+    """What each memo keeps under `key` (None where nothing)."""
+    return [memo.decisions.get(key) for memo in memos]
 
 
 Cached = tuple[NodeDecision, tuple[tuple[int, RuleError], ...]]
@@ -206,11 +213,10 @@ Cached = tuple[NodeDecision, tuple[tuple[int, RuleError], ...]]
 
 def _collect(found: Sequence[Cached], decision: Decision) -> list[NodeDecision]:
     """The verdicts, their errors added to the Decision rule by rule, node by node (the reference's order)."""
-    errors: list[tuple[int, int, RuleError]] = []
-    for index, (_, node_errors) in enumerate(found):
-        if node_errors:
-            errors.extend((position, index, error) for position, error in node_errors)
-    decision.errors.extend(error for _, _, error in sorted(errors, key=lambda e: (e[0], e[1])))
+    with_errors = [index for index, (_, node_errors) in enumerate(found) if node_errors]
+    if with_errors:
+        errors = [(position, index, error) for index in with_errors for position, error in found[index][1]]
+        decision.errors.extend(error for _, _, error in sorted(errors, key=lambda e: (e[0], e[1])))
     return [verdict for verdict, _ in found]
 
 
@@ -229,7 +235,7 @@ def _verdicts(
                 _per_pod_filter(plan, request, rule, [nodes[i] for i in missing], [memos[i] for i in missing])
             )
         else:
-            columns.append([memos[i].node_only[rule.slot] for i in missing])  # type: ignore[index]
+            columns.append([memos[i].node_only[rule.slot] for i in missing])  # type: ignore[index]  # kept memos have them
     built: list[Cached] = []
     for row, i in enumerate(missing):
         verdict = NodeDecision(nodes[i].name)
@@ -314,7 +320,8 @@ def _full_bindings(plan: Plan, request: PodRequest, memo: NodeMemo) -> Any:
 
 
 def _copy(verdict: NodeDecision) -> NodeDecision:
-    return NodeDecision(verdict.name, verdict.passed, verdict.reason, verdict.resolvable, list(verdict.filters))
+    """A verdict that scoring may fill in; its filter outcomes stay shared (never changed once made)."""
+    return NodeDecision(verdict.name, verdict.passed, verdict.reason, verdict.resolvable, verdict.filters)
 
 
 def _prioritize(
@@ -332,9 +339,9 @@ def _prioritize(
     ranges = tuple(_range(c) if _min_max(r) else None for r, c in zip(rules, columns, strict=True))
     pods = tuple(request.key_for(r.reads_now) for r in rules if r.per_pod)
     key = ("prioritize", tuple(r.position for r in rules), pods, ranges)
-    found: list[Cached | None] = [m.decisions.get(key) for m in memos]
-    missing = [i for i, hit in enumerate(found) if hit is None]
-    if missing:
+    found: list[Cached | None] = _kept(memos, key)
+    if None in found:
+        missing = [i for i, hit in enumerate(found) if hit is None]
         fresh = Decision(generation=0, applied=[], nodes={nodes[i].name: NodeDecision(nodes[i].name) for i in missing})
         _score(plan, request, rules, [nodes[i] for i in missing], [memos[i] for i in missing], fresh, ranges)
         for i in missing:
@@ -415,7 +422,8 @@ def _score_outcomes(
     plan: Plan, request: PodRequest, rule: Rule, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]
 ) -> list[ScoreOutcome]:
     if not rule.per_pod:
-        return [m.node_only[rule.slot] for m in memos]  # type: ignore[index]
+        slot = rule.slot
+        return [memo.node_only[slot] for memo in memos]  # type: ignore[index]  # kept memos have them
     key: Hashable = (rule.position, request.key_for(rule.reads_now))
     found: list[ScoreOutcome | None] = [m.per_pod.get(key) for m in memos]
     missing = [i for i, hit in enumerate(found) if hit is None]

@@ -17,7 +17,7 @@ import itertools
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -56,9 +56,11 @@ class Rule:
     """Index among the book's node-only rules (their cached results), or -1 for a per-pod rule."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class NodeMemo:
-    """What one NodeContext keeps for one plan: its engine values and every result found for it."""
+    """What one NodeContext keeps for one plan: its engine values and every result found for it.
+
+    Compared by identity, like the contexts that hold them."""
 
     token: int
     values: Mapping[str, Any]
@@ -176,21 +178,23 @@ class Plan:
             self._bound.popitem(last=False)
         return found
 
-    def memos(self, nodes: Iterable[NodeContext]) -> list[NodeMemo]:
-        """The memo of each node, by the quickest lookup (this runs for every candidate of every request)."""
+    def memos(self, nodes: Sequence[NodeContext]) -> tuple[list[NodeMemo], list[int]]:
+        """The memo of each node, and the positions of those made now (their node-only results to compute).
+
+        Memos are kept in each NodeContext under the plan's token; this runs for every candidate of
+        every request, so it is one lookup per node unless a memo is missing."""
         token = self.token
-        found = []
-        for node in nodes:
-            memo = node.cache.get("plan")
-            found.append(memo if memo is not None and memo.token == token else self.memo(node))
-        return found
+        found: list[NodeMemo | None] = [node.cache.get(token) for node in nodes]
+        if None not in found:
+            return found, []  # type: ignore[return-value]  # no None in it: checked just above
+        fresh = [i for i, memo in enumerate(found) if memo is None]
+        for i in fresh:
+            found[i] = self.memo(nodes[i])
+        return found, fresh  # type: ignore[return-value]  # every None replaced
 
     def memo(self, node: NodeContext) -> NodeMemo:
-        """The node's memo for this plan, made (and its engine values converted) on first use."""
-        memo = node.cache.get("plan")
-        if memo is not None and memo.token == self.token:
-            assert isinstance(memo, NodeMemo)
-            return memo
+        """A new memo of the node for this plan, its engine values converted; not stored in the node until
+        its node-only results are in (`keep`), so that a memo found in a node is always complete."""
         engine = self.book.engine
         values = {
             "node": engine.convert(trim(node.node, self.node_paths) if self.node_paths else {}),
@@ -198,9 +202,14 @@ class Plan:
             "allocatable": engine.convert(node.allocatable),
             "variables": engine.convert({}),
         }
-        memo = NodeMemo(self.token, values)
-        node.cache["plan"] = memo
-        return memo
+        return NodeMemo(self.token, values)
+
+    def keep(self, node: NodeContext, memo: NodeMemo) -> None:
+        """Store `memo` (its node-only results computed) in the node, forgetting other plans' memos."""
+        cache = node.cache
+        for key in [k for k in cache if isinstance(k, int) and k != self.token]:
+            del cache[key]
+        cache[self.token] = memo
 
 
 def node_bindings(plan: Plan, memo: NodeMemo, *, keep: bool) -> Any:

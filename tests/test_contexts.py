@@ -1,0 +1,137 @@
+"""Names mode's node contexts: reused while the sources say nothing changed, rebuilt when they do.
+
+The contexts are kept by name between requests and dropped only for the nodes a source reports as
+changed (a watch event, a relist, a new metrics poll, a sample growing too old). These tests change
+the cluster behind a loopback API server and check that the next lookup sees the change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from rulesched.cluster.contexts import NodeContexts
+from rulesched.cluster.kube import KubeAccess
+from rulesched.cluster.metrics_server import MetricsServerSource
+from rulesched.cluster.nodecache import NodeCache
+from rulesched.cluster.sources import ChangeLog
+from rulesched.rules.context import NodeContext
+from tests.kubeapi import KubeAPI, wait_for
+
+
+@pytest.fixture
+def cache(access: KubeAccess) -> Iterator[NodeCache]:
+    cache = NodeCache(access.api, backoff_initial=0.02, backoff_max=0.1, connect_timeout=1.0)
+    cache.start()
+    assert cache.wait_ready(5)
+    yield cache
+    cache.stop()
+
+
+def one(contexts: NodeContexts, name: str) -> NodeContext | None:
+    known, unknown = contexts.for_names([name])
+    assert len(known) + len(unknown) == 1
+    return known[0] if known else None
+
+
+def labels(context: NodeContext | None) -> dict[str, str]:
+    assert context is not None
+    found: dict[str, str] = context.node["metadata"].get("labels") or {}
+    return found
+
+
+def test_an_unchanged_node_keeps_its_context(cache: NodeCache) -> None:
+    contexts = NodeContexts(cache, None)
+    first = one(contexts, "node-a")
+    assert first is not None
+    assert one(contexts, "node-a") is first
+
+
+def test_a_node_changed_by_a_watch_event_is_seen_by_the_next_lookup(cache: NodeCache, api: KubeAPI) -> None:
+    contexts = NodeContexts(cache, None)
+    other = one(contexts, "node-b")
+    assert "filter.xy.com" not in labels(one(contexts, "node-c"))
+    api.label_node("node-c", "filter.xy.com", "yes")
+    wait_for(lambda: labels(one(contexts, "node-c")).get("filter.xy.com") == "yes", what="the new label")
+    assert one(contexts, "node-b") is other, "a node that did not change was rebuilt"
+
+
+def test_added_and_deleted_nodes_are_seen_by_the_next_lookup(cache: NodeCache, api: KubeAPI) -> None:
+    contexts = NodeContexts(cache, None)
+    assert one(contexts, "node-a") is not None
+    api.add_node("node-n")
+    wait_for(lambda: one(contexts, "node-n") is not None, what="node-n")
+    api.delete_node("node-a")
+    wait_for(lambda: cache.get("node-a") is None, what="node-a deleted")
+    assert contexts.for_names(["node-a", "node-n"])[1] == ["node-a"]
+
+
+def test_a_relist_is_seen_by_the_next_lookup(cache: NodeCache, api: KubeAPI) -> None:
+    contexts = NodeContexts(cache, None)
+    assert "after" not in labels(one(contexts, "node-b"))
+    wait_for(lambda: bool(api.requests("GET /api/v1/nodes?allowWatchBookmarks=true")), what="the watch")
+    api.expire(lambda: api.label_node("node-b", "after", "relist"))
+    wait_for(lambda: labels(one(contexts, "node-b")).get("after") == "relist", what="the relisted node")
+
+
+def test_a_new_metrics_poll_is_seen_by_the_next_lookup(access: KubeAccess, api: KubeAPI, cache: NodeCache) -> None:
+    metrics = MetricsServerSource(access.api, interval=3600, max_age=90)
+    contexts = NodeContexts(cache, metrics)
+    assert metrics.poll()
+    before = one(contexts, "node-a")
+    assert before is not None
+    assert before.metrics["cpu"]["usage"] == 0.25
+    api.set_usage("node-a", "3", "1Gi")
+    assert metrics.poll()
+    after = one(contexts, "node-a")
+    assert after is not None
+    assert after.metrics["cpu"]["usage"] == 3.0
+
+
+def test_a_sample_growing_too_old_is_dropped_without_a_new_poll(
+    access: KubeAccess, api: KubeAPI, cache: NodeCache
+) -> None:
+    """The metrics source's generation moves when a sample ages out, even while polls fail."""
+    metrics = MetricsServerSource(access.api, interval=3600, max_age=2)
+    contexts = NodeContexts(cache, metrics)
+    api.set_usage("node-a", "1", "1Gi", age=0)
+    assert metrics.poll()
+    fresh = one(contexts, "node-a")
+    assert fresh is not None
+    assert fresh.metrics["cpu"]["usage"] == 1.0
+    api.set_metrics_status(503)
+    assert not metrics.poll()
+    wait_for(lambda: one(contexts, "node-a").metrics == {}, what="the sample to age out")  # type: ignore[union-attr]
+
+
+def test_change_log_names_what_changed_after_a_generation() -> None:
+    log = ChangeLog(kept=3)
+    start = log.generation()
+    log.record("a")
+    middle = log.generation()
+    log.record("b")
+    log.record("a")
+    assert log.since(start) == {"a", "b"}
+    assert log.since(middle) == {"a", "b"}
+    assert log.since(log.generation()) == set()
+
+
+def test_change_log_forgets_beyond_what_it_keeps_and_says_so() -> None:
+    log = ChangeLog(kept=2)
+    start = log.generation()
+    for name in ("a", "b", "c"):
+        log.record(name)
+    assert log.since(start) is None, "a change older than the log was lost silently"
+    assert log.since(start + 1) == {"b", "c"}
+
+
+def test_change_log_relist_means_everything_changed() -> None:
+    log = ChangeLog()
+    start = log.generation()
+    log.record("a")
+    log.record(None)
+    assert log.since(start) is None
+    after = log.generation()
+    log.record("b")
+    assert log.since(after) == {"b"}
