@@ -217,6 +217,7 @@ def run_calls(tmp_path: Path, engine: Engine, seed: int, calls: int) -> int:
         fast = evaluate(book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores)
         plain = reference.evaluate(book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores)
         assert fast.as_dict() == plain.as_dict(), f"seed {seed}, call {call}"
+        assert fast.failures() == plain.failures(), f"seed {seed}, call {call}: rejections counted differently"
     return calls
 
 

@@ -125,6 +125,7 @@ BAD_BODIES: list[tuple[str, bytes, str]] = [
     ("items not a list", json.dumps({"Pod": POD, "Nodes": {"items": 3}}).encode(), "Nodes.items must be an array"),
     ("node without name", json.dumps({"Pod": POD, "Nodes": {"items": [{"metadata": {}}]}}).encode(), "metadata.name"),
     ("names not strings", json.dumps({"Pod": POD, "NodeNames": [1]}).encode(), "NodeNames must be an array of strings"),
+    ("a name null", json.dumps({"Pod": POD, "NodeNames": ["node-a", None]}).encode(), "NodeNames must be an array"),
 ]
 
 

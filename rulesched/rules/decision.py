@@ -104,6 +104,8 @@ class Decision:
     applied: list[str]
     nodes: dict[str, NodeDecision]
     errors: list[RuleError] = field(default_factory=list)
+    counted_failures: Counter[tuple[str, str, bool]] | None = field(default=None, repr=False, compare=False)
+    """`failures()` as counted by the engine while collecting its cached verdicts; None: count them."""
 
     @property
     def passed(self) -> list[str]:
@@ -130,6 +132,8 @@ class Decision:
 
     def failures(self) -> Counter[tuple[str, str, bool]]:
         """How many nodes each filter returned false for, by (rule set, rule, enforced)."""
+        if self.counted_failures is not None:
+            return Counter(self.counted_failures)
         return Counter(
             (f.rule_set, f.rule, f.enforce) for n in self.nodes.values() for f in n.filters if f.outcome == "fail"
         )

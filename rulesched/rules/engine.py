@@ -9,8 +9,13 @@ per-node engine values, each rule over all the nodes that miss in one engine cal
 from __future__ import annotations
 
 import datetime
+import functools
+import itertools
 import math
+import operator
+from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from rulesched.rules import reference
@@ -63,16 +68,11 @@ def evaluate(
     decision = Decision(generation=book.generation, applied=[], nodes={})
     applying = _applying(plan, request, decision)
     decision.applied = [book.rule_sets[i].name for i in applying]
-    memos, fresh = plan.memos(nodes)
-    if fresh:
-        _node_only(plan, [nodes[i] for i in fresh], [memos[i] for i in fresh])
-        for i in fresh:
-            plan.keep(nodes[i], memos[i])
     scores = [r for i in applying for r in plan.scores[i]]
     if run_filters:
-        verdicts = _filter(plan, request, applying, nodes, memos, decision, private=run_scores)
+        verdicts = _filter(plan, request, applying, nodes, decision, private=run_scores)
     elif run_scores:
-        verdicts = _prioritize(plan, request, scores, nodes, memos, decision)
+        verdicts = _prioritize(plan, request, scores, nodes, _memos(plan, nodes), decision)
     else:
         verdicts = [NodeDecision(n.name) for n in nodes]
     decision.nodes = {v.name: v for v in verdicts}
@@ -81,8 +81,19 @@ def evaluate(
         return reference.evaluate(book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores)
     if run_filters and run_scores:
         passing = [i for i, v in enumerate(verdicts) if v.passed]
-        _score(plan, request, scores, [nodes[i] for i in passing], [memos[i] for i in passing], decision)
+        memos = _memos(plan, [nodes[i] for i in passing])
+        _score(plan, request, scores, [nodes[i] for i in passing], memos, decision)
     return decision
+
+
+def _memos(plan: Plan, nodes: Sequence[NodeContext]) -> list[NodeMemo]:
+    """Each node's memo for the plan; those made now get their node-only results first."""
+    memos, fresh = plan.memos(nodes)
+    if fresh:
+        _node_only(plan, [nodes[i] for i in fresh], [memos[i] for i in fresh])
+        for i in fresh:
+            plan.keep(nodes[i], memos[i])
+    return memos
 
 
 def _applying(plan: Plan, request: PodRequest, decision: Decision) -> list[int]:
@@ -182,7 +193,6 @@ def _filter(
     request: PodRequest,
     applying: Sequence[int],
     nodes: Sequence[NodeContext],
-    memos: Sequence[NodeMemo],
     decision: Decision,
     *,
     private: bool,
@@ -190,34 +200,51 @@ def _filter(
     """Each node's verdict, reused from the node's memo when the same rules ran for the same pod key.
 
     Cached verdicts are shared between Decisions and never changed; `private` asks for copies that the
-    scoring step may fill in."""
+    scoring step may fill in. When every candidate has its verdict, this is one lookup per node."""
     rules = [r for i in applying for r in plan.filters[i]]
-    key = (tuple(applying), *(request.key_for(r.reads_now) for r in rules if r.per_pod))
-    found = _kept(memos, key)
-    if None in found:
+    key = _key(tuple(applying), *(request.key_for(r.reads_now) for r in rules if r.per_pod))
+    token = plan.token
+    found: list[Cached | None] = [(node.cache.get(token) or _NO_MEMO).decisions.get(key) for node in nodes]
+    if not all(found):  # `None in found` compares each tuple with None: slower
+        memos = _memos(plan, nodes)
         missing = [i for i, hit in enumerate(found) if hit is None]
         for i, built in zip(missing, _verdicts(plan, request, rules, nodes, memos, missing), strict=True):
             found[i] = remember(memos[i].decisions, key, built, NODE_MEMO_KEPT)
-    verdicts = _collect(found, decision)
+    verdicts = _collect(found, decision, filters=True)  # type: ignore[arg-type]  # every None replaced
     return [_copy(v) for v in verdicts] if private else verdicts
 
 
-def _kept(memos: Sequence[NodeMemo], key: Hashable) -> list[Any]:
-    """What each memo keeps under `key` (None where nothing)."""
-    return [memo.decisions.get(key) for memo in memos]
+def _key(*parts: Hashable) -> str:
+    """A memo key as one string: looked up in every candidate's memo, and a string hashes only once."""
+    return repr(parts)
 
 
-Cached = tuple[NodeDecision, tuple[tuple[int, RuleError], ...]]
-"""A node's verdict as kept in its memo, with its errors by rule position."""
+_NONE_FAILED: frozenset[tuple[str, str, bool]] = frozenset()
+_NO_MEMO = NodeMemo(0, {})
+"""Stands for a node without a memo yet: it keeps nothing."""
+
+Failed = frozenset[tuple[str, str, bool]]
+Cached = tuple[NodeDecision, tuple[tuple[int, RuleError], ...], Failed]
+"""A node's verdict as kept in its memo, with its errors by rule position and the (rule set, rule,
+enforced) of each filter that returned false, which `Decision.failures` counts. The sets are interned
+(`Plan.interned`): nodes failing the same way share one, and counting them is hashing a few objects."""
+_VERDICT, _ERRORS, _FAILED = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
-def _collect(found: Sequence[Cached], decision: Decision) -> list[NodeDecision]:
-    """The verdicts, their errors added to the Decision rule by rule, node by node (the reference's order)."""
-    with_errors = [index for index, (_, node_errors) in enumerate(found) if node_errors]
+def _collect(found: Sequence[Cached], decision: Decision, *, filters: bool) -> list[NodeDecision]:
+    """The verdicts, their errors added to the Decision rule by rule, node by node (the reference's order),
+    and their failed filters counted. Done with C-level loops: this runs for every candidate of every call."""
+    with_errors = list(itertools.compress(range(len(found)), map(_ERRORS, found)))
     if with_errors:
         errors = [(position, index, error) for index in with_errors for position, error in found[index][1]]
         decision.errors.extend(error for _, _, error in sorted(errors, key=lambda e: (e[0], e[1])))
-    return [verdict for verdict, _ in found]
+    counted: Counter[tuple[str, str, bool]] = Counter()
+    if filters:
+        for failed, count in Counter(map(_FAILED, found)).items():
+            for rule in failed:
+                counted[rule] += count
+    decision.counted_failures = counted
+    return list(map(_VERDICT, found))
 
 
 def _verdicts(
@@ -248,7 +275,8 @@ def _verdicts(
                 reference.reject(verdict, outcome.reason, rule.compiled.resolvable)
             if outcome.error is not None:
                 node_errors.append((rule.position, outcome.error))
-        built.append((verdict, tuple(node_errors)))
+        failed = frozenset((f.rule_set, f.rule, f.enforce) for f in verdict.filters if f.outcome == "fail")
+        built.append((verdict, tuple(node_errors), plan.interned(failed)))
     return built
 
 
@@ -338,9 +366,9 @@ def _prioritize(
     columns = [_score_outcomes(plan, request, rule, nodes, memos) for rule in rules]
     ranges = tuple(_range(c) if _min_max(r) else None for r, c in zip(rules, columns, strict=True))
     pods = tuple(request.key_for(r.reads_now) for r in rules if r.per_pod)
-    key = ("prioritize", tuple(r.position for r in rules), pods, ranges)
-    found: list[Cached | None] = _kept(memos, key)
-    if None in found:
+    key = _key("prioritize", tuple(r.position for r in rules), pods, ranges)
+    found: list[Cached | None] = [memo.decisions.get(key) for memo in memos]
+    if not all(found):
         missing = [i for i, hit in enumerate(found) if hit is None]
         fresh = Decision(generation=0, applied=[], nodes={nodes[i].name: NodeDecision(nodes[i].name) for i in missing})
         _score(plan, request, rules, [nodes[i] for i in missing], [memos[i] for i in missing], fresh, ranges)
@@ -351,8 +379,8 @@ def _prioritize(
                 for rule, score in zip(rules, verdict.scores, strict=True)
                 if score.error is not None
             )
-            found[i] = remember(memos[i].decisions, key, (verdict, errors), NODE_MEMO_KEPT)
-    return _collect(found, decision)  # type: ignore[arg-type]
+            found[i] = remember(memos[i].decisions, key, (verdict, errors, _NONE_FAILED), NODE_MEMO_KEPT)
+    return _collect(found, decision, filters=False)  # type: ignore[arg-type]
 
 
 def _min_max(rule: Rule) -> bool:
@@ -360,8 +388,12 @@ def _min_max(rule: Rule) -> bool:
 
 
 def _range(outcomes: Sequence[ScoreOutcome]) -> tuple[float, float] | None:
-    known = [o.raw for o in outcomes if o.raw is not None]
+    known = list(filter(_IS_KNOWN, map(_RAW, outcomes)))
     return (min(known), max(known)) if known else None
+
+
+_RAW = attrgetter("raw")
+_IS_KNOWN = functools.partial(operator.is_not, None)
 
 
 def _normalized(raws: Sequence[float | None], how: str, known: tuple[float, float] | None) -> list[float]:

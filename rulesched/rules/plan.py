@@ -35,10 +35,12 @@ _BOUND_KEPT = 256
 APPLYING_KEPT = 1024
 """Pod keys whose applying rule sets are kept."""
 NODE_MEMO_KEPT = 8
+_INTERNED_KEPT = 4096
 """Per node, how many pod keys (or candidate ranges) keep their verdicts and results."""
 
 _tokens = itertools.count(1)
 K = TypeVar("K", bound=Hashable)
+H = TypeVar("H", bound=Hashable)
 V = TypeVar("V")
 
 
@@ -143,6 +145,13 @@ class Plan:
         self.conditions_read_now = any("now" in c.paths for c in conditions)
         self._bound: OrderedDict[Hashable, Program | None] = OrderedDict()
         self.applying: dict[Hashable, Any] = {}
+        self._interned: dict[Hashable, Any] = {}
+
+    def interned(self, value: H) -> H:
+        """One object for equal values (sets of failed rules, say): a few per book, shared by every node."""
+        if len(self._interned) >= _INTERNED_KEPT:
+            self._interned.clear()
+        return self._interned.setdefault(value, value)  # type: ignore[no-any-return]
 
     def _rule(self, position: int, rule_set: str, compiled: CompiledFilter | CompiledScore) -> Rule:
         per_pod = bool(compiled.reads & PER_POD)
@@ -185,7 +194,7 @@ class Plan:
         every request, so it is one lookup per node unless a memo is missing."""
         token = self.token
         found: list[NodeMemo | None] = [node.cache.get(token) for node in nodes]
-        if None not in found:
+        if all(found):  # memos are always true: quicker than `None not in found`
             return found, []  # type: ignore[return-value]  # no None in it: checked just above
         fresh = [i for i, memo in enumerate(found) if memo is None]
         for i in fresh:
