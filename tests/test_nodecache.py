@@ -54,6 +54,8 @@ def test_first_list_fills_the_cache_with_the_nodes_as_the_api_sent_them(cache: N
     assert node is not None
     assert node["metadata"]["labels"]["filter.xy.com"] == "yes"
     assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}  # camelCase, raw JSON
+    assert "managedFields" in api.state.nodes["node-a"]["metadata"]
+    assert "managedFields" not in node["metadata"], "server-side apply bookkeeping kept in the cache"
     assert cache.status().resource_version == "212"
     wait_for(lambda: bool(api.requests("GET /api/v1/nodes?allowWatchBookmarks=true")), what="the watch")
     assert "resourceVersion=212" in api.requests("GET /api/v1/nodes?allowWatchBookmarks=true")[0]
@@ -79,6 +81,8 @@ def test_node_added_labelled_and_deleted_is_followed(cache: NodeCache, api: Kube
     node = cache.get("node-f")
     assert node is not None
     assert node["metadata"]["labels"]["filter.xy.com"] == "yes"
+    assert "managedFields" in api.state.nodes["node-f"]["metadata"]
+    assert "managedFields" not in node["metadata"]
     api.delete_node("node-f")
     wait_for(lambda: cache.get("node-f") is None, what="node-f deleted")
     assert known(cache) == FIXTURE_NODES

@@ -46,13 +46,15 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Clu
     credentials are looked for (default: this process's environment, home directory and service account).
     Raises SourceError (ClusterConfigError for credentials) when something asked for cannot be used.
     """
-    # Imported here: the kubernetes client takes a third of a second to import, and the offline tools
-    # (check, explain, test) import this package without ever needing it.
-    from rulesched.cluster.kube import cluster_access
-
     nodes: NodeSource | None = FileNodeSource(settings.nodes_file) if settings.nodes_file else None
     metrics: MetricsSource | None = FileMetricsSource(settings.metrics_file) if settings.metrics_file else None
-    access = cluster_access(settings, env)
+    access = None
+    if settings.cluster != "off":
+        # Imported only when a cluster may be used: the kubernetes client takes a third of a second and
+        # about 30 MB to import, and the offline tools and `--cluster off` never need it.
+        from rulesched.cluster.kube import cluster_access
+
+        access = cluster_access(settings, env)
     parts = [access.describe() if access else "no cluster"]
     binder: Binder | None = None
     if access is not None:

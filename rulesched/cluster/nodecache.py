@@ -23,7 +23,7 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from rulesched.cluster.kube import discard, interrupt, read_json, status_message
-from rulesched.cluster.sources import ChangeLog
+from rulesched.cluster.sources import ChangeLog, without_managed_fields
 from rulesched.rules.context import node_name
 
 log = logging.getLogger(__name__)
@@ -132,6 +132,7 @@ class NodeCache:
             return None
         if not isinstance(node, dict) or node_name(node) != name:
             return None
+        node = without_managed_fields(node)
         with self._lock:
             # A node deleted since the GET was sent must not come back as a ghost; the watch has the last word.
             if name not in self._nodes and name not in self._deleted:
@@ -232,7 +233,7 @@ class NodeCache:
             page = self._list_page(token)
             for item in page.get("items") or []:
                 if isinstance(item, dict) and node_name(item):
-                    nodes[node_name(item)] = item
+                    nodes[node_name(item)] = without_managed_fields(item)
             metadata = page.get("metadata") or {}
             token = metadata.get("continue") or None
             if token is None:
@@ -302,7 +303,7 @@ class NodeCache:
         name = node_name(obj)
         with self._lock:
             if kind in ("ADDED", "MODIFIED") and name:
-                self._nodes[name] = obj
+                self._nodes[name] = without_managed_fields(obj)
                 self._deleted.discard(name)
                 self._changes.record(name)
             elif kind == "DELETED" and name:

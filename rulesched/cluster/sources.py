@@ -108,6 +108,15 @@ class ChangeLog:
             return {name for changed, name in self._recent if changed > generation}
 
 
+def without_managed_fields(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The node without `metadata.managedFields`: server-side apply bookkeeping, often a third or more of
+    a node's bytes, that no scheduling rule reads (kube-scheduler's informers drop it too)."""
+    metadata = node.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop("managedFields", None)
+    return node
+
+
 def read_document(path: Path) -> Any:
     """A JSON or YAML file's single document."""
     try:
@@ -133,7 +142,7 @@ class FileNodeSource:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._nodes = {node_name(n): n for n in _items(path, "NodeList")}
+        self._nodes = {node_name(n): without_managed_fields(n) for n in _items(path, "NodeList")}
         if "" in self._nodes:
             raise SourceError(f"{path}: every node needs metadata.name")
 

@@ -111,7 +111,7 @@ def _applying(plan: Plan, request: PodRequest, decision: Decision) -> list[int]:
     return list(indices)
 
 
-_CHUNK = 256
+_CHUNK = 32
 """Nodes whose node-only results are computed together: few enough that their temporary bindings
 (about 8 KB each with cel-cpp) stay small, so that a first request over 5000 nodes does not leave the
 process thousands of freed activations larger."""

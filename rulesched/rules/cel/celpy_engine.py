@@ -193,7 +193,9 @@ class CelpyProgram(Program):
         try:
             return plain(self._runner.evaluate(bindings))
         except celpy.evaluation.CELEvalError as error:
-            raise CelEvalError(str(error.args[0]) if error.args else str(error)) from None
+            message = str(error.args[0]) if error.args else str(error)
+        # Raised outside the handler, so that it refers to no celpy error, traceback or frame.
+        raise CelEvalError(message)
 
 
 class _BoundProgram(Program):
