@@ -123,20 +123,21 @@ def _node_only(plan: Plan, nodes: Sequence[NodeContext], memos: Sequence[NodeMem
         chunk = range(start, min(start + _CHUNK, len(memos)))
         bindings = [node_bindings(plan, memos[i], keep=False) for i in chunk]
         names = [nodes[i].name for i in chunk]
-        columns = [_node_only_column(rule, names, bindings) for rule in plan.node_only]
+        columns = [_node_only_column(plan, rule, names, bindings) for rule in plan.node_only]
         for row, i in enumerate(chunk):
             memos[i].node_only = [column[row] for column in columns]
 
 
-def _node_only_column(rule: Rule, names: Sequence[str], bindings: Sequence[Any]) -> Sequence[Any]:
+def _node_only_column(plan: Plan, rule: Rule, names: Sequence[str], bindings: Sequence[Any]) -> Sequence[Any]:
     results = rule.compiled.program.evaluate_many(bindings)
     if isinstance(rule.compiled, CompiledFilter):
         programs = [rule.compiled.message_program] * len(names)
-        return _filter_outcomes(rule, rule.compiled, names, results, bindings, programs)
+        return _filter_outcomes(plan, rule, rule.compiled, names, results, bindings, programs)
     return [_score_outcome(r) for r in results]
 
 
 def _filter_outcomes(
+    plan: Plan,
     rule: Rule,
     compiled: CompiledFilter,
     names: Sequence[str],
@@ -145,34 +146,37 @@ def _filter_outcomes(
     messages: Sequence[Program | None],
 ) -> list[FilterOutcome]:
     outcomes = []
-    texts: dict[int, str] = {}
-    """Messages by binding: nodes grouped by `_run` share one binding, and so one message."""
-    shared: dict[str | None, FilterOutcome] = {}
-    """Outcomes without an error name no node: one object per message serves every node (memory)."""
+    passed: FilterOutcome | None = None
+    failed: dict[int, FilterOutcome] = {}
+    """Failed outcomes by binding (nodes grouped by `_run` share one) or, for a static message, all under 0."""
+    shared: dict[str, FilterOutcome] = {}
+    """Outcomes without an error name no node: one object per message serves every node, and every call
+    (interned in the plan), which saves memory and lets `_verdicts` share verdicts between nodes."""
     for name, result, binding, message_program in zip(names, results, bindings, messages, strict=True):
-        error = reference.not_bool(result)
-        if error is not None:
+        if result is True:
+            if passed is None:
+                passed = plan.interned(_plain_outcome(rule, compiled, None))
+            outcomes.append(passed)
+        elif result is False:
+            key = id(binding) if (message_program or compiled.message_program) is not None else 0
+            outcome = failed.get(key)
+            if outcome is None:
+                message = reference.filter_message(compiled, binding, message_program)
+                outcome = shared.get(message)
+                if outcome is None:
+                    outcome = shared[message] = plan.interned(_plain_outcome(rule, compiled, message))
+                failed[key] = outcome
+            outcomes.append(outcome)
+        else:
+            error = reference.not_bool(result)
+            assert error is not None
             errored = FilterResult(rule.rule_set, compiled.name, "error", compiled.enforce, error=error)
             reason = f"rule {rule.rule_set}/{compiled.name} could not be evaluated"
-            failed = not compiled.ignore_errors
             found = RuleError(rule.rule_set, compiled.name, name, error)
-            outcomes.append(FilterOutcome(errored, reason if failed and compiled.enforce else None, found))
-            continue
-        message = None
-        if result is False:
-            message = texts.get(id(binding))
-            if message is None:
-                message = texts[id(binding)] = reference.filter_message(compiled, binding, message_program)
-        outcome = shared.get(message if result is False else _PASSED)
-        if outcome is None:
-            outcome = _plain_outcome(rule, compiled, message if result is False else None)
-            shared[message if result is False else _PASSED] = outcome
-        outcomes.append(outcome)
+            outcomes.append(
+                FilterOutcome(errored, reason if not compiled.ignore_errors and compiled.enforce else None, found)
+            )
     return outcomes
-
-
-_PASSED = None
-"""The key of the passing outcome among the shared ones (a failing one is keyed by its message)."""
 
 
 def _plain_outcome(rule: Rule, compiled: CompiledFilter, message: str | None) -> FilterOutcome:
@@ -209,7 +213,11 @@ def _filter(
         memos = _memos(plan, nodes)
         missing = [i for i, hit in enumerate(found) if hit is None]
         for i, built in zip(missing, _verdicts(plan, request, rules, nodes, memos, missing), strict=True):
-            found[i] = remember(memos[i].decisions, key, built, NODE_MEMO_KEPT)
+            # `remember`, inlined: it runs for every candidate a new pod is decided on.
+            kept = memos[i].decisions
+            kept[key] = found[i] = built
+            if len(kept) > NODE_MEMO_KEPT:
+                del kept[next(iter(kept))]
     verdicts = _collect(found, decision, filters=True)  # type: ignore[arg-type]  # every None replaced
     return [_copy(v) for v in verdicts] if private else verdicts
 
@@ -264,20 +272,35 @@ def _verdicts(
         else:
             columns.append([memos[i].node_only[rule.slot] for i in missing])  # type: ignore[index]  # kept memos have them
     built: list[Cached] = []
-    for row, i in enumerate(missing):
-        verdict = NodeDecision(nodes[i].name)
-        node_errors = []
-        for rule, column in zip(rules, columns, strict=True):
-            outcome = column[row]
-            verdict.filters.append(outcome.result)
-            if outcome.reason is not None:
-                assert isinstance(rule.compiled, CompiledFilter)
-                reference.reject(verdict, outcome.reason, rule.compiled.resolvable)
-            if outcome.error is not None:
-                node_errors.append((rule.position, outcome.error))
-        failed = frozenset((f.rule_set, f.rule, f.enforce) for f in verdict.filters if f.outcome == "fail")
-        built.append((verdict, tuple(node_errors), plan.interned(failed)))
+    made: dict[tuple[int, ...], Cached] = {}
+    """Verdicts by the outcomes they are made of: nodes with the same ones differ only by name."""
+    rows = zip(*columns) if columns else itertools.repeat((), len(missing))
+    for i, outcomes in zip(missing, rows, strict=True):
+        key = tuple(map(id, outcomes))
+        template = made.get(key)
+        name = nodes[i].name
+        if template is None:
+            template = made[key] = _verdict(plan, rules, name, outcomes)
+        verdict = template[0]
+        if verdict.name != name:
+            verdict = NodeDecision(name, verdict.passed, verdict.reason, verdict.resolvable, verdict.filters)
+        built.append((verdict, template[1], template[2]))
     return built
+
+
+def _verdict(plan: Plan, rules: Sequence[Rule], name: str, outcomes: Sequence[FilterOutcome]) -> Cached:
+    """One node's verdict from its filters' outcomes, with its errors and its failed rules (interned)."""
+    verdict = NodeDecision(name)
+    errors = []
+    for rule, outcome in zip(rules, outcomes, strict=True):
+        verdict.filters.append(outcome.result)
+        if outcome.reason is not None:
+            assert isinstance(rule.compiled, CompiledFilter)
+            reference.reject(verdict, outcome.reason, rule.compiled.resolvable)
+        if outcome.error is not None:
+            errors.append((rule.position, outcome.error))
+    failed = frozenset((f.rule_set, f.rule, f.enforce) for f in verdict.filters if f.outcome == "fail")
+    return verdict, tuple(errors), plan.interned(failed)
 
 
 def _per_pod_filter(
@@ -293,7 +316,7 @@ def _per_pod_filter(
             bindings = [_full_bindings(plan, request, m) for m in memos]
             message = compiled.message_program
     names = [n.name for n in nodes]
-    return _filter_outcomes(rule, compiled, names, results, bindings, [message] * len(nodes))
+    return _filter_outcomes(plan, rule, compiled, names, results, bindings, [message] * len(nodes))
 
 
 def _run(
