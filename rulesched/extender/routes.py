@@ -78,10 +78,13 @@ class Extender:
             raise RuntimeError("no rules loaded")
         return book
 
-    async def candidates(self, args: wire.ExtenderArgs) -> tuple[list[NodeContext], dict[str, str]]:
-        """The nodes to evaluate, and the names that cannot be evaluated with why."""
+    async def candidates(
+        self, args: wire.ExtenderArgs, replaced: list[object] | None = None
+    ) -> tuple[list[NodeContext], dict[str, str]]:
+        """The nodes to evaluate, and the names that cannot be evaluated with why. Full mode's nodes are
+        remembered for preempt; the ones they replace go to `replaced`, to be freed after the answer."""
         if args.nodes is not None:
-            self._remember(args.nodes)
+            self._remember(args.nodes, replaced if replaced is not None else [])
             return self.contexts.for_objects(args.nodes), {}
         known, unknown = self.contexts.for_names(args.node_names or [])
         if not unknown:
@@ -114,13 +117,16 @@ class Extender:
         except TimeoutError:
             return None
 
-    def _remember(self, nodes: Sequence[Mapping[str, Any]]) -> None:
+    def _remember(self, nodes: Sequence[Mapping[str, Any]], replaced: list[object]) -> None:
+        seen = self.seen
         for node in nodes:
             name = node["metadata"]["name"]
-            self.seen[name] = node
-            self.seen.move_to_end(name)
-        while len(self.seen) > _SEEN_NODES:
-            self.seen.popitem(last=False)
+            old = seen.pop(name, None)
+            if old is not None:
+                replaced.append(old)
+            seen[name] = node
+        while len(seen) > _SEEN_NODES:
+            replaced.append(seen.popitem(last=False)[1])
 
     def preempt_contexts(self, names: Sequence[str]) -> list[NodeContext]:
         contexts = []
@@ -132,7 +138,7 @@ class Extender:
 
 
 @contextlib.contextmanager
-def _no_collection() -> Iterator[Callable[[Response], Response]]:
+def _no_collection() -> Iterator[Callable[[Response, list[object] | None], Response]]:
     """No garbage collection while a request is answered; it resumes once the answer is sent.
 
     Decoding a request allocates up to millions of objects (full mode), each of which counts toward
@@ -140,14 +146,16 @@ def _no_collection() -> Iterator[Callable[[Response], Response]]:
     milliseconds, while almost all of those objects are freed by reference counting when the request ends.
     The block wraps its answer with the function it is given, so that the collection it owes runs after
     the answer is on its way (kube-scheduler does not wait for it); on an error it resumes at once. If an
-    answer is never sent, the next one turns the collector back on.
+    answer is never sent, the next one turns the collector back on. What the function is also given
+    (`garbage`: the decoded request, say) is freed then too: in full mode that is millions of objects, whose
+    freeing would otherwise delay the answer by milliseconds.
     """
     gc.disable()
     deferred = False
 
-    def resume_after(response: Response) -> Response:
+    def resume_after(response: Response, garbage: list[object] | None = None) -> Response:
         nonlocal deferred
-        response.background, deferred = BackgroundTask(_resume_collection), True
+        response.background, deferred = BackgroundTask(_resume_collection, garbage or []), True
         return response
 
     try:
@@ -157,8 +165,10 @@ def _no_collection() -> Iterator[Callable[[Response], Response]]:
             gc.enable()
 
 
-async def _resume_collection() -> None:
-    """Turn the collector back on and pay now, answer sent, the young collection the request owes."""
+async def _resume_collection(garbage: list[object]) -> None:
+    """Free `garbage`, turn the collector back on and pay now, answer sent, the young collection the
+    request owes."""
+    garbage.clear()
     gc.enable()
     counts, thresholds = gc.get_count(), gc.get_threshold()
     gc.collect(1 if counts[1] >= thresholds[1] else 0)
@@ -170,8 +180,9 @@ async def filter_verb(extender: Extender, request: Request) -> Response:
         args = wire.ExtenderArgs.parse(body)
         started = time.perf_counter()
         book = extender.book()
-        contexts, unknown = await extender.candidates(args)
-        return resume_after(_filter_answer(extender, args, book, contexts, unknown, started))
+        garbage: list[object] = [args]
+        contexts, unknown = await extender.candidates(args, garbage)
+        return resume_after(_filter_answer(extender, args, book, contexts, unknown, started), garbage)
 
 
 def _filter_answer(
@@ -208,7 +219,8 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
         args = wire.ExtenderArgs.parse(body)
         started = time.perf_counter()
         book = extender.book()
-        contexts, _ = await extender.candidates(args)
+        garbage: list[object] = [args]
+        contexts, _ = await extender.candidates(args, garbage)
         decision = evaluate(book, args.pod, contexts, run_filters=False)
         found = decision.nodes
         if len(found) == len(args.names):  # every candidate evaluated, in the request's order
@@ -217,7 +229,7 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
             scores = {name: (found[name].score or 0) if name in found else 0 for name in args.names}
             answer = wire.host_priority_list(scores)
         extender.observer.decision("prioritize", args.pod, decision, len(args.names), time.perf_counter() - started)
-        return resume_after(json_response(answer))
+        return resume_after(json_response(answer), garbage)
 
 
 async def preempt_verb(extender: Extender, request: Request) -> Response:

@@ -274,7 +274,7 @@ def _verdicts(
     built: list[Cached] = []
     made: dict[tuple[int, ...], Cached] = {}
     """Verdicts by the outcomes they are made of: nodes with the same ones differ only by name."""
-    rows = zip(*columns) if columns else itertools.repeat((), len(missing))
+    rows = zip(*columns, strict=True) if columns else itertools.repeat((), len(missing))
     for i, outcomes in zip(missing, rows, strict=True):
         key = tuple(map(id, outcomes))
         template = made.get(key)
