@@ -39,6 +39,10 @@ class NodeContext:
     key: tuple[Any, ...]
     cache: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
     """Engine-ready values derived from this snapshot, filled on first use."""
+    memo: Any = field(default=None, compare=False, hash=False, repr=False)
+    """The fast engine's memo of this snapshot for the current rule book (`rulesched.rules.plan.NodeMemo`),
+    the one field set after construction: kept here rather than in `cache` so that reaching it from a
+    candidate is one attribute read, for every candidate of every request."""
 
 
 def resource_numbers(resources: object) -> dict[str, float]:

@@ -25,6 +25,7 @@ from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision, FilterResult, NodeDecision, Outcome, RuleError, ScoreResult
 from rulesched.rules.plan import (
     APPLYING_KEPT,
+    NO_MEMO,
     NODE_MEMO_KEPT,
     NodeMemo,
     Plan,
@@ -206,30 +207,33 @@ def _filter(
     Cached verdicts are shared between Decisions and never changed; `private` asks for copies that the
     scoring step may fill in. When every candidate has its verdict, this is one lookup per node."""
     rules = [r for i in applying for r in plan.filters[i]]
-    key = _key(tuple(applying), *(request.key_for(r.reads_now) for r in rules if r.per_pod))
-    token = plan.token
-    found: list[Cached | None] = [(node.cache.get(token) or _NO_MEMO).decisions.get(key) for node in nodes]
+    key = plan.key(tuple(applying), *(request.key_for(r.reads_now) for r in rules if r.per_pod))
+    # The key holds the plan's token: a memo of another plan finds nothing under it.
+    # Per node: the memo's last verdict if it is for this key, else the one kept under it, else None.
+    found: list[Cached | None] = [
+        last[1] if (last := (memo := node.memo or NO_MEMO).filtered)[0] is key else memo.decisions.get(key)
+        for node in nodes
+    ]
     if not all(found):  # `None in found` compares each tuple with None: slower
         memos = _memos(plan, nodes)
         missing = [i for i, hit in enumerate(found) if hit is None]
         for i, built in zip(missing, _verdicts(plan, request, rules, nodes, memos, missing), strict=True):
-            # `remember`, inlined: it runs for every candidate a new pod is decided on.
-            kept = memos[i].decisions
-            kept[key] = found[i] = built
-            if len(kept) > NODE_MEMO_KEPT:
-                del kept[next(iter(kept))]
+            found[i] = built
+            _keep(memos[i], key, built)
+            memos[i].filtered = (key, built)
     verdicts = _collect(found, decision, filters=True)  # type: ignore[arg-type]  # every None replaced
     return [_copy(v) for v in verdicts] if private else verdicts
 
 
-def _key(*parts: Hashable) -> str:
-    """A memo key as one string: looked up in every candidate's memo, and a string hashes only once."""
-    return repr(parts)
+def _keep(memo: NodeMemo, key: str, built: Cached) -> None:
+    """`remember`, inlined: it runs for every candidate a new pod is decided on."""
+    kept = memo.decisions
+    kept[key] = built
+    if len(kept) > NODE_MEMO_KEPT:
+        del kept[next(iter(kept))]
 
 
 _NONE_FAILED: frozenset[tuple[str, str, bool]] = frozenset()
-_NO_MEMO = NodeMemo(0, {})
-"""Stands for a node without a memo yet: it keeps nothing."""
 
 Failed = frozenset[tuple[str, str, bool]]
 Cached = tuple[NodeDecision, tuple[tuple[int, RuleError], ...], Failed]
@@ -389,8 +393,10 @@ def _prioritize(
     columns = [_score_outcomes(plan, request, rule, nodes, memos) for rule in rules]
     ranges = tuple(_range(c) if _min_max(r) else None for r, c in zip(rules, columns, strict=True))
     pods = tuple(request.key_for(r.reads_now) for r in rules if r.per_pod)
-    key = _key("prioritize", tuple(r.position for r in rules), pods, ranges)
-    found: list[Cached | None] = [memo.decisions.get(key) for memo in memos]
+    key = plan.key("prioritize", tuple(r.position for r in rules), pods, ranges)
+    found: list[Cached | None] = [
+        last[1] if (last := memo.scored)[0] is key else memo.decisions.get(key) for memo in memos
+    ]
     if not all(found):
         missing = [i for i, hit in enumerate(found) if hit is None]
         fresh = Decision(generation=0, applied=[], nodes={nodes[i].name: NodeDecision(nodes[i].name) for i in missing})
@@ -402,7 +408,9 @@ def _prioritize(
                 for rule, score in zip(rules, verdict.scores, strict=True)
                 if score.error is not None
             )
-            found[i] = remember(memos[i].decisions, key, (verdict, errors, _NONE_FAILED), NODE_MEMO_KEPT)
+            built = found[i] = (verdict, errors, _NONE_FAILED)
+            _keep(memos[i], key, built)
+            memos[i].scored = (key, built)
     return _collect(found, decision, filters=False)  # type: ignore[arg-type]
 
 

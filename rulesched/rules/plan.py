@@ -19,6 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from rulesched.rules.book import CompiledFilter, CompiledScore, Paths, RuleBook
@@ -73,6 +74,11 @@ class NodeMemo:
     decisions: dict[Hashable, Any] = field(default_factory=dict)
     projections: dict[int, bytes] = field(default_factory=dict)
     """By rule position: the node's values that per-pod rule reads, as a key."""
+    filtered: tuple[str, Any] = ("", None)
+    """The last filter verdict kept, with its key: most calls ask for the same one again (replicas, or
+    new pods with the same read fields), found here without a lookup in `decisions`."""
+    scored: tuple[str, Any] = ("", None)
+    """The same for the last prioritize verdict."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,16 +196,16 @@ class Plan:
     def memos(self, nodes: Sequence[NodeContext]) -> tuple[list[NodeMemo], list[int]]:
         """The memo of each node, and the positions of those made now (their node-only results to compute).
 
-        Memos are kept in each NodeContext under the plan's token; this runs for every candidate of
-        every request, so it is one lookup per node unless a memo is missing."""
+        A node keeps the memo of the latest plan that saw it; this runs for every candidate of every
+        request, so it is one attribute read per node unless a memo is missing or from another plan."""
         token = self.token
-        found: list[NodeMemo | None] = [node.cache.get(token) for node in nodes]
-        if all(found):  # memos are always true: quicker than `None not in found`
-            return found, []  # type: ignore[return-value]  # no None in it: checked just above
-        fresh = [i for i, memo in enumerate(found) if memo is None]
+        found: list[NodeMemo] = [node.memo or NO_MEMO for node in nodes]
+        if set(map(_TOKEN, found)) == {token}:
+            return found, []
+        fresh = [i for i, memo in enumerate(found) if memo.token != token]
         for i in fresh:
             found[i] = self.memo(nodes[i])
-        return found, fresh  # type: ignore[return-value]  # every None replaced
+        return found, fresh
 
     def memo(self, node: NodeContext) -> NodeMemo:
         """A new memo of the node for this plan, its engine values converted; not stored in the node until
@@ -214,11 +220,18 @@ class Plan:
         return NodeMemo(self.token, values)
 
     def keep(self, node: NodeContext, memo: NodeMemo) -> None:
-        """Store `memo` (its node-only results computed) in the node, forgetting other plans' memos."""
-        cache = node.cache
-        for key in [k for k in cache if isinstance(k, int) and k != self.token]:
-            del cache[key]
-        cache[self.token] = memo
+        """Store `memo` (its node-only results computed) in the node, replacing another plan's."""
+        object.__setattr__(node, "memo", memo)  # the context's one mutable field (frozen otherwise)
+
+    def key(self, *parts: Hashable) -> str:
+        """A memo key: one string per distinct value (interned), so that a memo's last verdict is found
+        by identity, and a dictionary lookup hashes it once (strings keep their hash)."""
+        return self.interned(repr((self.token, *parts)))
+
+
+NO_MEMO = NodeMemo(0, {})
+"""The memo of a node no plan has seen: it keeps nothing."""
+_TOKEN = attrgetter("token")
 
 
 def node_bindings(plan: Plan, memo: NodeMemo, *, keep: bool) -> Any:
