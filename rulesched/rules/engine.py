@@ -219,18 +219,14 @@ def _filter(
         missing = [i for i, hit in enumerate(found) if hit is None]
         for i, built in zip(missing, _verdicts(plan, request, rules, nodes, memos, missing), strict=True):
             found[i] = built
-            _keep(memos[i], key, built)
-            memos[i].filtered = (key, built)
+            memo = memos[i]
+            memo.filtered = (key, built)
+            kept = memo.decisions  # `remember`, inlined: this runs for every candidate of a new pod
+            kept[key] = built
+            if len(kept) > NODE_MEMO_KEPT:
+                del kept[next(iter(kept))]
     verdicts = _collect(found, decision, filters=True)  # type: ignore[arg-type]  # every None replaced
     return [_copy(v) for v in verdicts] if private else verdicts
-
-
-def _keep(memo: NodeMemo, key: str, built: Cached) -> None:
-    """`remember`, inlined: it runs for every candidate a new pod is decided on."""
-    kept = memo.decisions
-    kept[key] = built
-    if len(kept) > NODE_MEMO_KEPT:
-        del kept[next(iter(kept))]
 
 
 _NONE_FAILED: frozenset[tuple[str, str, bool]] = frozenset()
@@ -409,7 +405,7 @@ def _prioritize(
                 if score.error is not None
             )
             built = found[i] = (verdict, errors, _NONE_FAILED)
-            _keep(memos[i], key, built)
+            remember(memos[i].decisions, key, built, NODE_MEMO_KEPT)
             memos[i].scored = (key, built)
     return _collect(found, decision, filters=False)  # type: ignore[arg-type]
 
