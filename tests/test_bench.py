@@ -50,3 +50,25 @@ def assert_sane(scenario: dict[str, Any]) -> None:
         assert 0 < p50 <= p99
     if scenario["server"].startswith("rulesched"):
         assert scenario["ratio_to_baseline"] > 0
+
+
+def test_benchmark_runs_only_the_servers_modes_and_pods_asked_for(tmp_path: Path) -> None:
+    output = tmp_path / "results.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    command = [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--json", str(output)]
+    chosen = ["--only", "cpp/founding,baseline/founding", "--modes", "names", "--pods", "replica,cold"]
+    finished = subprocess.run(
+        command + chosen, cwd=ROOT, env=env, capture_output=True, text=True, timeout=_TIMEOUT, check=False
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    found = {(s["server"], s["mode"], s["pods"]) for s in json.loads(output.read_text())["scenarios"]}
+    assert found == {
+        (server, "names", pods)
+        for server in ("rulesched-cpp/founding", "baseline/founding")
+        for pods in ("replica", "cold")
+    }
+    refused = subprocess.run(
+        [*command, "--modes", "names,fast"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert refused.returncode != 0
+    assert "choose among names, full; got 'names,fast'" in refused.stderr
