@@ -98,6 +98,8 @@ class NodeContexts:
         node = self.nodes.get(name) if self.nodes else None
         if node is None:
             return None
-        # Kept even without a resourceVersion: the source's generation says when the node changes.
-        context = current[name] = self.context(node, name)
+        # Kept even without a resourceVersion: the source's generation says when the node changes. Keyed
+        # by the context's own name string, which its verdicts carry too: one string to read, not two.
+        context = self.context(node, name)
+        current[context.name if context.name == name else name] = context
         return context

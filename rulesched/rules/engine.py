@@ -211,8 +211,7 @@ def _filter(
     # The key holds the plan's token: a memo of another plan finds nothing under it.
     # Per node: the memo's last verdict if it is for this key, else the one kept under it, else None.
     found: list[Cached | None] = [
-        last[1] if (last := (memo := node.memo or NO_MEMO).filtered)[0] is key else memo.decisions.get(key)
-        for node in nodes
+        memo.filtered if (memo := node.memo or NO_MEMO).filter_key is key else memo.decisions.get(key) for node in nodes
     ]
     if not all(found):  # `None in found` compares each tuple with None: slower
         memos = _memos(plan, nodes)
@@ -220,7 +219,7 @@ def _filter(
         for i, built in zip(missing, _verdicts(plan, request, rules, nodes, memos, missing), strict=True):
             found[i] = built
             memo = memos[i]
-            memo.filtered = (key, built)
+            memo.filter_key, memo.filtered = key, built
             kept = memo.decisions  # `remember`, inlined: this runs for every candidate of a new pod
             kept[key] = built
             if len(kept) > NODE_MEMO_KEPT:
@@ -390,9 +389,7 @@ def _prioritize(
     ranges = tuple(_range(c) if _min_max(r) else None for r, c in zip(rules, columns, strict=True))
     pods = tuple(request.key_for(r.reads_now) for r in rules if r.per_pod)
     key = plan.key("prioritize", tuple(r.position for r in rules), pods, ranges)
-    found: list[Cached | None] = [
-        last[1] if (last := memo.scored)[0] is key else memo.decisions.get(key) for memo in memos
-    ]
+    found: list[Cached | None] = [memo.scored if memo.score_key is key else memo.decisions.get(key) for memo in memos]
     if not all(found):
         missing = [i for i, hit in enumerate(found) if hit is None]
         fresh = Decision(generation=0, applied=[], nodes={nodes[i].name: NodeDecision(nodes[i].name) for i in missing})
@@ -406,7 +403,7 @@ def _prioritize(
             )
             built = found[i] = (verdict, errors, _NONE_FAILED)
             remember(memos[i].decisions, key, built, NODE_MEMO_KEPT)
-            memos[i].scored = (key, built)
+            memos[i].score_key, memos[i].scored = key, built
     return _collect(found, decision, filters=False)  # type: ignore[arg-type]
 
 

@@ -74,10 +74,12 @@ class NodeMemo:
     decisions: dict[Hashable, Any] = field(default_factory=dict)
     projections: dict[int, bytes] = field(default_factory=dict)
     """By rule position: the node's values that per-pod rule reads, as a key."""
-    filtered: tuple[str, Any] = ("", None)
-    """The last filter verdict kept, with its key: most calls ask for the same one again (replicas, or
+    filter_key: str = ""
+    filtered: Any = None
+    """The last filter verdict kept, and its key: most calls ask for the same one again (replicas, or
     new pods with the same read fields), found here without a lookup in `decisions`."""
-    scored: tuple[str, Any] = ("", None)
+    score_key: str = ""
+    scored: Any = None
     """The same for the last prioritize verdict."""
 
 
