@@ -55,6 +55,11 @@ class NodeContexts:
                 self._cache[name] = built
         return built
 
+    def last_seen(self, name: str) -> Mapping[str, Any] | None:
+        """The node object of the latest version of `name` a context was made for (full mode's preempt)."""
+        cached = self._cache.get(name)
+        return cached.node if cached is not None else None
+
     def for_objects(self, nodes: Sequence[Mapping[str, Any]]) -> list[NodeContext]:
         """Full mode: contexts of the node objects the request carried."""
         return [self.context(n) for n in nodes]

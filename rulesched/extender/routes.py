@@ -56,7 +56,8 @@ class Extender:
         self.cluster = cluster
         self.observer = observer
         self.contexts = NodeContexts(cluster.nodes, cluster.metrics)
-        # Full mode sends whole nodes with filter, but only names with preempt: remember recent ones.
+        # Full mode sends whole nodes with filter, but only names with preempt: the contexts keep the
+        # nodes that have a resourceVersion, this the few that have none.
         self.seen: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
 
     async def body(self, request: Request) -> bytes:
@@ -118,8 +119,12 @@ class Extender:
             return None
 
     def _remember(self, nodes: Sequence[Mapping[str, Any]], replaced: list[object]) -> None:
+        """Keep the nodes preempt may need that the contexts do not: those without a resourceVersion
+        (the contexts keep every other node's latest version)."""
         seen = self.seen
         for node in nodes:
+            if node["metadata"].get("resourceVersion"):
+                continue
             name = node["metadata"]["name"]
             old = seen.pop(name, None)
             if old is not None:
@@ -132,6 +137,8 @@ class Extender:
         contexts = []
         for name in names:
             node = (self.cluster.nodes.get(name) if self.cluster.nodes else None) or self.seen.get(name)
+            if node is None:
+                node = self.contexts.last_seen(name)  # full mode: the latest version filter was sent
             if node is not None:
                 contexts.append(self.contexts.context(node))
         return contexts
