@@ -197,12 +197,12 @@ def engine_named(name: EngineName) -> Engine:
     return make_engine(name)
 
 
-def run_calls(tmp_path: Path, engine: Engine, seed: int, calls: int) -> int:
-    """Random calls compared with the reference; how many were compared."""
+def run_calls(tmp_path: Path, engine: Engine, seed: int, calls: int, size: int = 10) -> int:
+    """Random calls over `size` nodes compared with the reference; how many were compared."""
     rng = random.Random(seed)
     documents = random_rule_sets(rng)
     book = load(tmp_path, engine, documents, 1)
-    cluster = Cluster(rng, 10)
+    cluster = Cluster(rng, size)
     for call in range(calls):
         event = rng.random()
         if event < 0.15:
@@ -226,6 +226,13 @@ def run_calls(tmp_path: Path, engine: Engine, seed: int, calls: int) -> int:
 def test_fast_path_decides_as_the_reference(tmp_path: Path, engine_name: EngineName, seed: int) -> None:
     calls = 60 if engine_name == "cpp" else 20
     assert run_calls(tmp_path, engine_named(engine_name), seed, calls) == calls
+
+
+@pytest.mark.parametrize(("engine_name", "seed"), [("cpp", seed) for seed in range(100, 108)] + [("celpy", 100)])
+def test_fast_path_decides_as_the_reference_over_many_nodes(tmp_path: Path, engine_name: EngineName, seed: int) -> None:
+    """Enough nodes that a per-pod rule reading per-node values sees many groups of alike nodes, and is
+    bound to the pod instead of run with the pod's values added to each group's bindings."""
+    assert run_calls(tmp_path, engine_named(engine_name), seed, 15, size=60) == 15
 
 
 def test_repeated_node_names_are_decided_as_the_reference(tmp_path: Path) -> None:
