@@ -8,6 +8,7 @@ the cluster behind a loopback API server and check that the next lookup sees the
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from rulesched.cluster.kube import KubeAccess
 from rulesched.cluster.metrics_server import MetricsServerSource
 from rulesched.cluster.nodecache import NodeCache
 from rulesched.cluster.sources import ChangeLog
-from rulesched.rules.context import NodeContext
+from rulesched.rules.context import NodeContext, node_context, resource_numbers
 from tests.kubeapi import KubeAPI, wait_for
 
 
@@ -135,3 +136,18 @@ def test_change_log_relist_means_everything_changed() -> None:
     after = log.generation()
     log.record("b")
     assert log.since(after) == {"b"}
+
+
+def test_nodes_of_one_instance_type_share_their_allocatable_numbers() -> None:
+    """Parsing quantities is most of what a new context costs (every metrics poll makes new ones)."""
+
+    def node(name: str, memory: str) -> dict[str, Any]:
+        allocatable = {"cpu": "3910m", "memory": memory, "pods": "110", "nvidia.com/gpu": "1"}
+        return {"metadata": {"name": name, "resourceVersion": "1"}, "status": {"allocatable": allocatable}}
+
+    first, second = node_context(node("a", "15Gi"), None), node_context(node("b", "15Gi"), None)
+    other = node_context(node("c", "31Gi"), None)
+    assert first.allocatable == {"cpu": 3.91, "memory": 15 * 2.0**30, "pods": 110.0, "nvidia.com/gpu": 1.0}
+    assert first.allocatable == resource_numbers(node("a", "15Gi")["status"]["allocatable"])
+    assert second.allocatable is first.allocatable
+    assert other.allocatable["memory"] == 31 * 2.0**30

@@ -89,9 +89,31 @@ def metrics_map(usage: NodeUsage | None, allocatable: Mapping[str, float], now: 
     return metrics
 
 
+_ALLOCATABLE_KEPT = 1024
+_allocatable: dict[tuple[Any, ...], Mapping[str, float]] = {}
+
+
+def allocatable_numbers(resources: object) -> Mapping[str, float]:
+    """`resource_numbers` of a node's allocatable, shared by the nodes that have the same (an instance
+    type's): parsing quantities is most of the cost of a context, which every new metrics sample rebuilds.
+    The map is shared, so it must not be changed."""
+    if not isinstance(resources, Mapping):
+        return {}
+    try:
+        key = tuple(resources.items())
+        found = _allocatable.get(key)
+    except TypeError:  # an unhashable value: not a quantity anyway
+        return resource_numbers(resources)
+    if found is None:
+        if len(_allocatable) >= _ALLOCATABLE_KEPT:
+            _allocatable.clear()
+        found = _allocatable[key] = resource_numbers(resources)
+    return found
+
+
 def node_context(node: Mapping[str, Any], usage: NodeUsage | None, now: datetime.datetime | None = None) -> NodeContext:
     """The context of `node` with its metrics sample (or none)."""
-    allocatable = resource_numbers(_dig(node, "status", "allocatable"))
+    allocatable = allocatable_numbers(_dig(node, "status", "allocatable"))
     metrics = metrics_map(usage, allocatable, now or datetime.datetime.now(datetime.UTC))
     version = _dig(node, "metadata", "resourceVersion")
     identity = (node_name(node), version if version else id(node), usage)
