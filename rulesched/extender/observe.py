@@ -24,7 +24,16 @@ class Observer:
     def __init__(self, metrics: Metrics | None = None) -> None:
         self.metrics = metrics or Metrics()
 
-    def decision(self, verb: str, pod: Mapping[str, Any], decision: Decision, candidates: int, seconds: float) -> None:
+    def decision(
+        self,
+        verb: str,
+        pod: Mapping[str, Any],
+        decision: Decision,
+        candidates: int,
+        seconds: float,
+        passed: int | None = None,
+    ) -> None:
+        """Log and count `decision`; `passed` is how many nodes passed, when the caller has counted them."""
         failures = decision.failures()
         self.metrics.decision(verb, decision, candidates, failures)
         if not log.isEnabledFor(logging.INFO):
@@ -32,7 +41,8 @@ class Observer:
         identity = pod_identity(pod)
         rejections = {f"{rule_set}/{rule}": n for (rule_set, rule, enforce), n in failures.items() if enforce}
         top = [{"node": n.name, "score": n.score} for n in decision.top(3)] if verb != "filter" else []
-        passed = len(decision.passed)
+        if passed is None:
+            passed = len(decision.passed)
         fields = {
             "pod": identity,
             "verb": verb,

@@ -216,7 +216,8 @@ def _filter_answer(
         )
     else:
         answer = wire.filter_result(None, passed, failed, unresolvable)
-    extender.observer.decision("filter", args.pod, decision, len(args.names), time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    extender.observer.decision("filter", args.pod, decision, len(args.names), seconds, passed=len(passed))
     return json_response(answer)
 
 

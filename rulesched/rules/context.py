@@ -9,6 +9,7 @@ restartable init containers added, plus overhead).
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -89,10 +90,6 @@ def metrics_map(usage: NodeUsage | None, allocatable: Mapping[str, float], now: 
     return metrics
 
 
-_ALLOCATABLE_KEPT = 1024
-_allocatable: dict[tuple[Any, ...], Mapping[str, float]] = {}
-
-
 def allocatable_numbers(resources: object) -> Mapping[str, float]:
     """`resource_numbers` of a node's allocatable, shared by the nodes that have the same (an instance
     type's): parsing quantities is most of the cost of a context, which every new metrics sample rebuilds.
@@ -100,15 +97,14 @@ def allocatable_numbers(resources: object) -> Mapping[str, float]:
     if not isinstance(resources, Mapping):
         return {}
     try:
-        key = tuple(resources.items())
-        found = _allocatable.get(key)
+        return _allocatable(tuple(resources.items()))
     except TypeError:  # an unhashable value: not a quantity anyway
         return resource_numbers(resources)
-    if found is None:
-        if len(_allocatable) >= _ALLOCATABLE_KEPT:
-            _allocatable.clear()
-        found = _allocatable[key] = resource_numbers(resources)
-    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _allocatable(items: tuple[tuple[Any, Any], ...]) -> Mapping[str, float]:
+    return resource_numbers(dict(items))
 
 
 def node_context(node: Mapping[str, Any], usage: NodeUsage | None, now: datetime.datetime | None = None) -> NodeContext:
