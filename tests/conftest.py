@@ -1,4 +1,5 @@
-"""Shared fixtures: a fake Kubernetes API on loopback, and the real client's access to it."""
+"""Shared fixtures: a fake Kubernetes API on loopback, the real client's access to it, and the guard that
+fails a test reading files outside the repository."""
 
 from __future__ import annotations
 
@@ -8,7 +9,25 @@ from pathlib import Path
 import pytest
 
 from rulesched.cluster.kube import KubeAccess
+from tests import outside_reads
 from tests.kubeapi import KubeAPI, access_for
+
+outside_reads.install()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    found = outside_reads.take()
+    if found:
+        raise pytest.UsageError("collecting the tests " + outside_reads.describe(found))
+
+
+@pytest.fixture(autouse=True)
+def _no_reads_outside_the_repository() -> Iterator[None]:
+    outside_reads.take()
+    yield
+    found = outside_reads.take()
+    if found:
+        pytest.fail("this test " + outside_reads.describe(found))
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """A small Kubernetes API server on loopback, speaking to the real `kubernetes` client as kube-apiserver v1.32 does.
 
-Its answers are built from the recorded responses in `../shared/fixtures/kube-apiserver-v1.32`: the node
+Its answers are built from the recorded responses in `tests/fixtures/kube-apiserver-v1.32`: the node
 list (paged with `limit`/`continue`), watch streams with chunked framing (events split across chunks,
 BOOKMARKs, the 410 ERROR event of an expired resourceVersion), a node GET and its 404, 401 for a bad token,
 metrics.k8s.io (200, 404 when metrics-server is absent, 503 when it is down) and pods/binding (201 and the

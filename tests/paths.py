@@ -1,4 +1,4 @@
-"""Where the tests find the repository's files and the shared real-traffic fixtures."""
+"""Where the tests find the repository's files, and the recorded real traffic kept in `tests/fixtures/`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ RULES = REPO / "rules"
 EXAMPLES = REPO / "examples"
 EXAMPLE_NODES = EXAMPLES / "cluster" / "nodes.yaml"
 EXAMPLE_METRICS = EXAMPLES / "cluster" / "metrics.yaml"
-SHARED = REPO.parent / "shared"
-SCHEDULER_FIXTURES = SHARED / "fixtures" / "kube-scheduler-v1.32"
-APISERVER_FIXTURES = SHARED / "fixtures" / "kube-apiserver-v1.32"
+FIXTURES = REPO / "tests" / "fixtures"
+"""Recordings of real kube-scheduler, kube-apiserver and Prometheus traffic (see its README.md)."""
+SCHEDULER_FIXTURES = FIXTURES / "kube-scheduler-v1.32"
+SCHEDULER_FIXTURES_NEWEST = FIXTURES / "kube-scheduler-v1.36"
+APISERVER_FIXTURES = FIXTURES / "kube-apiserver-v1.32"

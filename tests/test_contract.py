@@ -1,4 +1,5 @@
-"""The wire contract: every request a real kube-scheduler v1.32 sent, replayed through a real server.
+"""The wire contract: every request a real kube-scheduler sent (v1.32 and v1.36, the oldest and newest
+versions supported), replayed through a real server.
 
 Each answer is checked against PROTOCOL.md: exact Go field names, `null` for the unused mode's
 field, passing nodes echoed unchanged in full mode, names only in names mode, every candidate
@@ -18,10 +19,11 @@ import pytest
 import yaml
 
 from rulesched.settings import Settings
-from tests.paths import RULES, SCHEDULER_FIXTURES
+from tests.paths import RULES, SCHEDULER_FIXTURES, SCHEDULER_FIXTURES_NEWEST
 from tests.server import running_server
 
-SCENARIOS = sorted(p for p in SCHEDULER_FIXTURES.iterdir() if p.is_dir())
+VERSIONS = (SCHEDULER_FIXTURES, SCHEDULER_FIXTURES_NEWEST)
+SCENARIOS = sorted(p for version in VERSIONS for p in version.iterdir() if p.is_dir())
 FILTER_KEYS = {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
 
 
@@ -42,7 +44,7 @@ def node_cache_capable(scenario: Path) -> bool:
 def all_fixture_nodes() -> dict[str, Any]:
     """Every node object the scheduler sent in full mode, as a NodeList (the names-mode node source)."""
     nodes: dict[str, Any] = {}
-    for path in SCHEDULER_FIXTURES.glob("*/filter-*.json"):
+    for path in sorted(p for version in VERSIONS for p in version.glob("*/filter-*.json")):
         if path.name.endswith((".response.json", ".meta.json")):
             continue
         body = json.loads(path.read_text())
@@ -73,7 +75,11 @@ def servers(request: pytest.FixtureRequest, node_list: tuple[Path, dict[str, Any
         yield {True: names_url, False: full_url}
 
 
-@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if requests(s)], ids=lambda s: s.name)
+def scenario_id(scenario: Path) -> str:
+    return f"{scenario.parent.name.removeprefix('kube-scheduler-')}/{scenario.name}"
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if requests(s)], ids=scenario_id)
 def test_real_scheduler_traffic_gets_valid_answers(
     scenario: Path, servers: dict[bool, str], node_list: tuple[Path, dict[str, Any]]
 ) -> None:

@@ -323,7 +323,7 @@ def test_real_scheduler_configurations_are_at_hand() -> None:
 
 @pytest.mark.parametrize("config", REAL_CONFIGS, ids=lambda path: path.parent.name)
 def test_field_check_accepts_what_a_real_kube_scheduler_ran_with(config: Path) -> None:
-    # ../shared/fixtures: the configurations a real kube-scheduler v1.32.13 started with.
+    # tests/fixtures: the configurations a real kube-scheduler v1.32.13 started with.
     assert violations(yaml.safe_load(config.read_text()), KUBE_SCHEDULER_CONFIGURATION) == []
 
 
