@@ -19,13 +19,12 @@ from tests.paths import REPO
 _PARENT = str(REPO.parent) + os.sep
 _INSIDE = str(REPO) + os.sep
 _AUDITED = frozenset({"open", "os.listdir", "os.scandir"})
-_EXEMPT = tuple(
-    os.path.join(os.path.normpath(p), "")
-    for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, tempfile.gettempdir()}
-    if os.path.normpath(p) != os.path.normpath(REPO.parent)
+_EXEMPT = (
+    *(os.path.join(os.path.normpath(p), "") for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}),
+    os.path.join(tempfile.gettempdir(), "pytest-of-"),
 )
-"""The interpreter's own folders and the temporary folder (pytest's `tmp_path`), wherever they are,
-unless the repository's parent is one of them (a clone straight into /tmp)."""
+"""The interpreter's own folders (a virtual environment beside the checkout) and pytest's `tmp_path`
+folders, which lie beside the repository when it is cloned straight into the temporary folder."""
 recorded: list[str] = []
 
 
