@@ -1,14 +1,17 @@
 """The rulesched benchmark: the real server, driven over loopback the way kube-scheduler drives it.
 
-Usage: `python bench/run.py [--quick] [--json FILE]`
+Usage: `python bench/run.py [--quick] [--json FILE]` (`GO=/path/to/go` to include the Go extender)
 
-For every server (rulesched on each CEL engine and rule set, the hand-written Python extender of the
-same rules, and a constant-answer HTTP floor), one subprocess is started on 127.0.0.1 and driven over
+For every server (rulesched on each CEL engine and rule set; the hand-written extenders of the same
+rules: `baseline_server.py` for both rule sets, and for the founding example the lean Python one,
+`lean_server.py`, and the Go one, `go_extender/`, built when a Go toolchain is found; and a
+constant-answer HTTP floor), one subprocess is started on 127.0.0.1 and driven over
 ONE keep-alive connection: for each pod a filter call, then a prioritize call with the nodes that
 passed. The servers of one rule set run side by side and each pod goes to each of them in turn, so
 that a noisy machine slows them alike and the ratios hold. Inputs are seeded (`bench/workload.py`);
-every scenario is bounded in time and in count. The table goes to stdout, the same numbers as JSON
-to `bench/results/latest.json` (or `--json FILE`).
+every scenario is bounded in time and in count. Each scenario's p50 is also given as a ratio to the best
+(fastest) hand-written extender of the same rules in the same run, and to the Go one. The table goes to
+stdout, the same numbers as JSON to `bench/results/latest.json` (or `--json FILE`).
 Latency is the time from sending a request to having read the whole answer; it includes no client
 encode or decode. `--quick` is the CI smoke mode (one small size, few iterations, under a minute).
 """
@@ -22,6 +25,7 @@ import http.client
 import itertools
 import os
 import platform
+import shutil
 import signal
 import socket
 import subprocess
@@ -67,15 +71,23 @@ class Server:
     """One server process to start: what it is and the command that runs it."""
 
     name: str
-    kind: str  # rulesched | baseline | floor
+    kind: str  # rulesched | baseline | lean | go | floor
     rules: str | None
     engine: str | None
     sizes: tuple[int, ...]
+    program: str | None = None
+    """The executable of a compiled server (the Go extender)."""
 
     def argv(self, port: int, files: Path) -> list[str]:
         nodes, metrics = str(files / "nodes.json"), str(files / "metrics.json")
         if self.kind == "floor":
             return [sys.executable, str(HERE / "floor_server.py"), "--port", str(port)]
+        if self.kind == "go":
+            assert self.program is not None
+            return [self.program, "-addr", f"127.0.0.1:{port}", "-metrics", metrics, "-nodes", nodes]
+        if self.kind == "lean":
+            return [sys.executable, str(HERE / "lean_server.py"), "--port", str(port), "--metrics", metrics,
+                    "--nodes", nodes]  # fmt: skip
         if self.kind == "baseline":
             assert self.rules is not None
             script = str(HERE / "baseline_server.py")
@@ -140,10 +152,42 @@ def percentiles(samples: Sequence[float]) -> JSON:
     return {"p50": at(0.5), "p99": at(0.99)}
 
 
-def servers(quick: bool) -> list[Server]:
+HAND_WRITTEN = ("baseline", "lean", "go")
+
+
+def go_toolchain() -> str | None:
+    beside = Path(sys.executable).parent / "go"
+    return os.environ.get("GO") or (str(beside) if beside.exists() else None) or shutil.which("go")
+
+
+def go_extender(build_dir: Path) -> str | None:
+    """The Go extender built from `go_extender/` with the toolchain at $GO (or `go` beside this Python, as
+    `pip install '.[bench]'` puts it, or on the PATH), offline; None, with a note, when there is no
+    toolchain or the build fails."""
+    go = go_toolchain()
+    if not go:
+        print("no Go toolchain (set GO=/path/to/go): the Go extender is left out", file=sys.stderr)
+        return None
+    target = build_dir / "go-extender"
+    env = dict(os.environ, GOTOOLCHAIN="local", GOPROXY="off", GOFLAGS="-mod=mod", CGO_ENABLED="0",
+               GOCACHE=str(build_dir / "gocache"), GOPATH=str(build_dir / "gopath"))  # fmt: skip
+    command = [go, "build", "-trimpath", "-o", str(target), "."]
+    built = subprocess.run(command, cwd=HERE / "go_extender", env=env, capture_output=True, text=True, check=False)
+    if built.returncode != 0:
+        print(f"the Go extender did not build, left out: {built.stderr.strip()[:500]}", file=sys.stderr)
+        return None
+    return str(target)
+
+
+def servers(quick: bool, go: str | None = None) -> list[Server]:
     sizes = (100,) if quick else SIZES
     celpy = (100,) if quick else CELPY_SIZES
-    found: list[Server] = [Server("floor", "floor", None, None, sizes)]
+    found: list[Server] = [
+        Server("floor", "floor", None, None, sizes),
+        Server("lean/founding", "lean", "founding", None, sizes),
+    ]
+    if go:
+        found.append(Server("go/founding", "go", "founding", None, sizes, program=go))
     for rules in RULE_SETS:
         found.append(Server(f"baseline/{rules}", "baseline", rules, None, sizes))
         found.append(Server(f"rulesched-cpp/{rules}", "rulesched", rules, "cpp", sizes))
@@ -344,32 +388,46 @@ def line(summary: JSON) -> str:
     )
 
 
+def _key(result: JSON) -> tuple[Any, ...]:
+    rules = result["server"].split("/")[1] if "/" in result["server"] else None
+    return rules, result["mode"], result["size"], result["pods"]
+
+
+def _ratio(p50: float | None, base: float | None) -> float | None:
+    return round(p50 / base, 2) if p50 is not None and base else None
+
+
 def add_ratios(results: list[JSON]) -> None:
-    """Each scenario's p50 total over the hand-written baseline's for the same rules, mode, size and pods."""
-    baseline = {
-        (r["server"].split("/")[1], r["mode"], r["size"], r["pods"]): r["total"]["p50"]
-        for r in results
-        if r["server"].startswith("baseline/")
-    }
+    """Each scenario's p50 total over the best (fastest) hand-written extender's for the same rules, mode,
+    size and pods, and over the Go extender's (founding example only)."""
+    best: dict[tuple[Any, ...], float] = {}
+    go: dict[tuple[Any, ...], float] = {}
+    for r in results:
+        p50 = r["total"]["p50"]
+        if p50 is None or r["server"].split("/")[0] not in HAND_WRITTEN:
+            continue
+        best[_key(r)] = min(p50, best.get(_key(r), p50))
+        if r["server"].startswith("go/"):
+            go[_key(r)] = p50
     for result in results:
-        rules = result["server"].split("/")[1] if "/" in result["server"] else None
-        base = baseline.get((rules, result["mode"], result["size"], result["pods"]))
-        result["ratio_to_baseline"] = round(result["total"]["p50"] / base, 2) if base and rules else None
+        hand_written = result["server"].split("/")[0] in HAND_WRITTEN
+        result["ratio_to_best"] = None if hand_written else _ratio(result["total"]["p50"], best.get(_key(result)))
+        result["ratio_to_go"] = _ratio(result["total"]["p50"], go.get(_key(result)))
 
 
 def table(results: Sequence[JSON], memory: JSON) -> str:
     header = (
         "| server | mode | nodes | pods | filter p50 | filter p99 | prioritize p50 | prioritize p99 "
-        "| total p50 | total p99 | x baseline | n | peak RSS MB |"
+        "| total p50 | total p99 | x best hand-written | x Go | n | peak RSS MB |"
     )
-    rows = [header, "|" + "---|" * 13]
+    rows = [header, "|" + "---|" * 14]
     for r in results:
         rss = memory.get(r["server"], {}).get("peak_rss_mb", "")
-        ratio = r["ratio_to_baseline"] if r["ratio_to_baseline"] is not None else ""
+        best, go = ("" if r[k] is None else r[k] for k in ("ratio_to_best", "ratio_to_go"))
         rows.append(
             f"| {r['server']} | {r['mode']} | {r['size']} | {r['pods']} | {r['filter']['p50']} | {r['filter']['p99']} "
             f"| {r['prioritize']['p50']} | {r['prioritize']['p99']} | {r['total']['p50']} | {r['total']['p99']} "
-            f"| {ratio} | {r['count']} | {rss} |"
+            f"| {best} | {go} | {r['count']} | {rss} |"
         )
     return "\n".join(rows)
 
@@ -404,15 +462,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started_at = time.monotonic()
     budget = QUICK_BUDGET if args.quick else FULL_BUDGET
-    chosen = [s for s in servers(args.quick) if any(o in s.name for o in args.only.split(","))]
-    if args.sizes:
-        sizes = tuple(int(n) for n in args.sizes.split(","))
-        chosen = [dataclasses.replace(s, sizes=sizes) for s in chosen]
-    workload = make_workload(max(max(s.sizes) for s in chosen))
     results: list[JSON] = []
     memory: dict[str, JSON] = {}
     with tempfile.TemporaryDirectory(prefix="rulesched-bench-") as directory:
         files = Path(directory)
+        only = args.only.split(",")
+        go = go_extender(files) if any(o in "go/founding" for o in only) else None
+        chosen = [s for s in servers(args.quick, go) if any(o in s.name for o in only)]
+        if args.sizes:
+            sizes = tuple(int(n) for n in args.sizes.split(","))
+            chosen = [dataclasses.replace(s, sizes=sizes) for s in chosen]
+        workload = make_workload(max(max(s.sizes) for s in chosen))
         write_inputs(workload, files)
         for rules in RULE_SETS:
             group = [s for s in chosen if s.rules == rules or (s.kind == "floor" and rules == "founding")]

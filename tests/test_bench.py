@@ -13,9 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from bench.run import go_toolchain
 from tests.paths import REPO as ROOT
 
 _TIMEOUT = 240
+GO = go_toolchain()
 
 
 def test_quick_benchmark_covers_every_scenario(tmp_path: Path) -> None:
@@ -27,11 +31,13 @@ def test_quick_benchmark_covers_every_scenario(tmp_path: Path) -> None:
     report = json.loads(output.read_text())
     scenarios = report["scenarios"]
     found = {(s["server"], s["mode"], s["pods"]) for s in scenarios}
-    servers = {"floor"} | {
+    servers = {"floor", "lean/founding"} | {
         f"{kind}/{rules}"
         for kind in ("baseline", "rulesched-cpp", "rulesched-celpy")
         for rules in ("founding", "pod-dependent")
     }
+    if GO:
+        servers.add("go/founding")
     assert found == {
         (server, mode, pods) for server in servers for mode in ("names", "full") for pods in ("replica", "new", "cold")
     }
@@ -49,7 +55,7 @@ def assert_sane(scenario: dict[str, Any]) -> None:
         p50, p99 = scenario[verb]["p50"], scenario[verb]["p99"]
         assert 0 < p50 <= p99
     if scenario["server"].startswith("rulesched"):
-        assert scenario["ratio_to_baseline"] > 0
+        assert scenario["ratio_to_best"] > 0
 
 
 def test_benchmark_runs_only_the_servers_modes_and_pods_asked_for(tmp_path: Path) -> None:
@@ -72,3 +78,19 @@ def test_benchmark_runs_only_the_servers_modes_and_pods_asked_for(tmp_path: Path
     )
     assert refused.returncode != 0
     assert "choose among names, full; got 'names,fast'" in refused.stderr
+
+
+@pytest.mark.skipif(not GO, reason="no Go toolchain: pip install '.[bench]' or set GO=/path/to/go")
+def test_go_extender_is_built_and_compared(tmp_path: Path) -> None:
+    output = tmp_path / "results.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    command = [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--json", str(output)]
+    chosen = ["--only", "go/founding,cpp/founding", "--modes", "names", "--pods", "replica"]
+    finished = subprocess.run(
+        command + chosen, cwd=ROOT, env=env, capture_output=True, text=True, timeout=_TIMEOUT, check=False
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    scenarios = {s["server"]: s for s in json.loads(output.read_text())["scenarios"]}
+    assert set(scenarios) == {"go/founding", "rulesched-cpp/founding"}
+    assert scenarios["go/founding"]["mismatches"] == 0
+    assert scenarios["rulesched-cpp/founding"]["ratio_to_go"] == scenarios["rulesched-cpp/founding"]["ratio_to_best"]

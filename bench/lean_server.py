@@ -1,0 +1,132 @@
+"""The lean hand-written Python extender of the founding example: only what its rule needs, in memory.
+
+What a competent engineer writes by hand with Starlette, uvicorn (uvloop, httptools) and orjson, and no
+rules engine: a node passes when it has the label `filter.xy.com`; prioritize prefers the lowest CPU
+usage, min-max normalised over the candidates to an integer 0..10 (floor), all equal → 10, a node with
+no metrics → 0. It keeps only each node's labels and CPU usage (the Go extender in `go_extender/` does the
+same), unlike `baseline_server.py`, which keeps whole node objects and serves both benchmark rule sets.
+Adapted from the team's bench-kit `py-extender`.
+
+    python bench/lean_server.py --port 18082 --metrics metrics.json --nodes nodes.json
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+LABEL = "filter.xy.com"
+REASON = "missing label " + LABEL
+SUFFIX = {"n": 1, "u": 10**3, "m": 10**6}
+
+CPU: dict[str, int] = {}
+"""Node name → CPU usage in nanocores."""
+LABELS: dict[str, dict[str, str]] = {}
+"""The node cache for names mode: node name → labels."""
+
+
+def parse_cpu(quantity: str) -> int:
+    """A CPU quantity ("1234567n", "250u", "250m", "2", "1.5") in nanocores."""
+    scale = SUFFIX.get(quantity[-1:])
+    if scale:
+        quantity = quantity[:-1]
+    return int(Decimal(quantity) * (scale or 10**9))
+
+
+def json_response(obj: object) -> Response:
+    return Response(orjson.dumps(obj), media_type="application/json")
+
+
+def _filter_full(args: dict[str, Any], failed: dict[str, str]) -> dict[str, Any]:
+    passing = []
+    for node in args["Nodes"]["items"]:
+        meta = node["metadata"]
+        if LABEL in (meta.get("labels") or {}):
+            passing.append(node)
+        else:
+            failed[meta["name"]] = REASON
+    return {"metadata": args["Nodes"].get("metadata", {}), "items": passing}
+
+
+def _filter_names(names: Sequence[str], failed: dict[str, str]) -> list[str]:
+    passing = []
+    for name in names:
+        if LABEL in LABELS.get(name, ()):
+            passing.append(name)
+        else:
+            failed[name] = REASON
+    return passing
+
+
+async def filter_verb(request: Request) -> Response:
+    args = orjson.loads(await request.body())
+    failed: dict[str, str] = {}
+    result: dict[str, Any] = {"Nodes": None, "NodeNames": None, "FailedNodes": failed}
+    if args.get("Nodes") is not None:
+        result["Nodes"] = _filter_full(args, failed)
+    elif args.get("NodeNames") is not None:
+        result["NodeNames"] = _filter_names(args["NodeNames"], failed)
+    else:
+        return PlainTextResponse("request has neither Nodes nor NodeNames", status_code=400)
+    result.update(FailedAndUnresolvableNodes={}, Error="")
+    return json_response(result)
+
+
+async def prioritize_verb(request: Request) -> Response:
+    args = orjson.loads(await request.body())
+    if args.get("Nodes") is not None:
+        names = [n["metadata"]["name"] for n in args["Nodes"]["items"]]
+    elif args.get("NodeNames") is not None:
+        names = args["NodeNames"]
+    else:
+        return PlainTextResponse("request has neither Nodes nor NodeNames", status_code=400)
+    known = [CPU[n] for n in names if n in CPU]
+    low, high = (min(known), max(known)) if known else (0, 0)
+    scores = []
+    for name in names:
+        usage = CPU.get(name)
+        score = 0 if usage is None else 10 if high == low else (high - usage) * 10 // (high - low)
+        scores.append({"Host": name, "Score": score})
+    return json_response(scores)
+
+
+async def healthz(_: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+app = Starlette(
+    routes=[
+        Route("/filter", filter_verb, methods=["POST"]),
+        Route("/prioritize", prioritize_verb, methods=["POST"]),
+        Route("/healthz", healthz),
+    ]
+)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--metrics", required=True, help="a NodeMetricsList JSON file")
+    parser.add_argument("--nodes", help="a NodeList JSON file: the node cache for names mode")
+    args = parser.parse_args(argv)
+    with open(args.metrics, "rb") as file:
+        items = orjson.loads(file.read())["items"]
+        CPU.update((m["metadata"]["name"], parse_cpu(m["usage"]["cpu"])) for m in items)
+    if args.nodes:
+        with open(args.nodes, "rb") as file:
+            items = orjson.loads(file.read())["items"]
+            LABELS.update((n["metadata"]["name"], n["metadata"].get("labels") or {}) for n in items)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
