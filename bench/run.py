@@ -77,11 +77,13 @@ class Server:
     sizes: tuple[int, ...]
     program: str | None = None
     """The executable of a compiled server (the Go extender)."""
+    options: tuple[str, ...] = ()
+    """More arguments for the floor server (its event loop, parser, application)."""
 
     def argv(self, port: int, files: Path) -> list[str]:
         nodes, metrics = str(files / "nodes.json"), str(files / "metrics.json")
         if self.kind == "floor":
-            return [sys.executable, str(HERE / "floor_server.py"), "--port", str(port)]
+            return [sys.executable, str(HERE / "floor_server.py"), "--port", str(port), *self.options]
         if self.kind == "go":
             assert self.program is not None
             return [self.program, "-addr", f"127.0.0.1:{port}", "-metrics", metrics, "-nodes", nodes]

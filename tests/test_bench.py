@@ -94,3 +94,13 @@ def test_go_extender_is_built_and_compared(tmp_path: Path) -> None:
     assert set(scenarios) == {"go/founding", "rulesched-cpp/founding"}
     assert scenarios["go/founding"]["mismatches"] == 0
     assert scenarios["rulesched-cpp/founding"]["ratio_to_go"] == scenarios["rulesched-cpp/founding"]["ratio_to_best"]
+
+
+def test_http_floor_measures_each_uvicorn_option_asked_for() -> None:
+    script = str(ROOT / "bench" / "http_floor.py")
+    command = [sys.executable, script, "--size", "10", "--pods", "3", "--only", "httptools"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    rows = [line.split("|")[1].strip() for line in finished.stdout.splitlines()[2:]]
+    assert rows == ["asyncio+httptools", "asyncio+httptools+bare", "uvloop+httptools", "uvloop+httptools+bare"]
