@@ -38,6 +38,20 @@ def _serve_parser(commands: Any) -> None:
     serve.add_argument("--tls-cert-file", type=Path, help="serve HTTPS with this certificate")
     serve.add_argument("--tls-key-file", type=Path, help="the certificate's private key")
     serve.add_argument("--tls-client-ca-file", type=Path, help="require client certificates from this CA")
+    serve.add_argument(
+        "--tls-client-name",
+        dest="tls_client_names",
+        action="append",
+        help="accept only client certificates with this subject CN or DNS/URI SAN (repeatable)",
+    )
+    serve.add_argument("--max-candidates", type=int, help="most candidate nodes in one request (default 20000)")
+    serve.add_argument("--body-timeout", type=float, help="seconds a request body may take to arrive (default 10)")
+    serve.add_argument("--max-connections", type=int, help="open connections before 503 (default 512)")
+    serve.add_argument(
+        "--cel-activation-evaluations", type=int, help="cpp engine: evaluations before a node's activation is renewed"
+    )
+    serve.add_argument("--max-node-fetches", type=int, help="most direct node GETs per request (default 32)")
+    serve.add_argument("--unknown-node-ttl", type=float, help="seconds an unknown node name is not looked up again")
 
 
 def _check_parser(commands: Any) -> None:
@@ -77,10 +91,23 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         settings = Settings(**overrides)
     except ValidationError as error:
-        for item in error.errors():
-            print(f"rulesched: --{'-'.join(map(str, item['loc'])).replace('_', '-')}: {item['msg']}", file=sys.stderr)
+        for line in settings_errors(error):
+            print(f"rulesched: {line}", file=sys.stderr)
         return 2
     return serve(settings)
+
+
+def settings_errors(error: ValidationError) -> list[str]:
+    """One line per problem: `--flag: why` for a bad value, the sentence itself for contradictory flags."""
+    lines = []
+    for item in error.errors():
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if item["loc"]:
+            flag = "-".join(map(str, item["loc"][:1])).replace("_", "-")
+            lines.append(f"--{flag}: {message}")
+        else:
+            lines.extend(message.split("; "))
+    return lines
 
 
 def _check(args: argparse.Namespace) -> int:

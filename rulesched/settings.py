@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -60,3 +60,46 @@ class Settings(BaseSettings):
     """The private key of --tls-cert-file (PEM)."""
     tls_client_ca_file: Path | None = None
     """Require client certificates signed by this CA (kube-scheduler's extender tlsConfig presents one)."""
+    tls_client_names: tuple[str, ...] = ()
+    """With --tls-client-ca-file: accept only client certificates whose subject common name or a DNS or URI
+    subject alternative name is one of these (empty: any certificate the CA signed)."""
+    max_candidates: int = Field(20_000, ge=1)
+    """Most candidate nodes (or preemption victims' nodes) in one request; more get 413. Above the largest
+    supported cluster (15,000 nodes)."""
+    body_timeout: float = Field(10.0, gt=0)
+    """Seconds a request body may take to arrive; a body that stops arriving is answered 408 and its
+    connection closed."""
+    max_connections: int = Field(512, ge=1)
+    """Open connections (and requests in progress) beyond which uvicorn answers 503 (its limit_concurrency)."""
+    cel_activation_evaluations: int = Field(64, ge=1)
+    """cpp engine: evaluations a node's kept CEL activation serves before it is made again; bounds the memory
+    cel-expr-python keeps inside it for every program evaluated against it."""
+    max_node_fetches: int = Field(32, ge=0)
+    """Most direct GETs of node names the cache lacks, per request; the other unknown names are answered
+    as unresolvable at once."""
+    unknown_node_ttl: float = Field(5.0, ge=0)
+    """Seconds a node name the API did not return (not found, or the API failing) is answered from memory
+    without another GET; 0 turns the negative cache off."""
+    unknown_nodes_kept: int = Field(10_000, ge=1)
+    """Most node names the negative cache remembers (the oldest are forgotten first)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        """Contradictory settings refuse to start, one clear sentence each (`rulesched serve` exits 2)."""
+        problems = [message for broken, message in _contradictions(self) if broken]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def _contradictions(s: Settings) -> list[tuple[bool, str]]:
+    tls = s.tls_cert_file is not None
+    return [
+        (s.enable_bind and s.cluster == "off", "--enable-bind needs a cluster, but --cluster is off"),
+        (s.tls_key_file is not None and not tls, "--tls-key-file needs --tls-cert-file"),
+        (tls and s.tls_key_file is None, "--tls-cert-file needs --tls-key-file"),
+        (s.tls_client_ca_file is not None and not tls, "--tls-client-ca-file needs --tls-cert-file and --tls-key-file"),
+        (bool(s.tls_client_names) and s.tls_client_ca_file is None, "--tls-client-name needs --tls-client-ca-file"),
+        (s.metrics_max_age < s.metrics_interval, "--metrics-max-age is shorter than --metrics-interval: every sample "
+         "would age out between two polls"),
+    ]  # fmt: skip

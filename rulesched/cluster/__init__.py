@@ -81,7 +81,12 @@ def _live_sources(
     from rulesched.cluster.nodecache import NodeCache
 
     if nodes is None:
-        nodes = NodeCache(access.api, fetch_timeout=settings.node_fetch_timeout)
+        nodes = NodeCache(
+            access.api,
+            fetch_timeout=settings.node_fetch_timeout,
+            unknown_ttl=settings.unknown_node_ttl,
+            unknown_kept=settings.unknown_nodes_kept,
+        )
         parts.append("nodes from the API (list+watch)")
     if metrics is None:
         metrics = MetricsServerSource(access.api, interval=settings.metrics_interval, max_age=settings.metrics_max_age)

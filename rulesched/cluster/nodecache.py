@@ -79,6 +79,50 @@ def watch_lines(response: Any) -> Iterator[bytes]:
         yield pending
 
 
+class NegativeCache:
+    """Node names recently not found, each for `ttl` seconds (at most `kept` names: the oldest are
+    forgotten first), and a pause of every lookup while the API fails. Thread-safe enough: each
+    operation is a single dict or float update under the GIL."""
+
+    def __init__(self, ttl: float, kept: int) -> None:
+        self._ttl = ttl
+        self._kept = kept
+        self._until: dict[str, float] = {}
+        self._paused_until = 0.0
+
+    def holds(self, name: str) -> bool:
+        """Whether `name` should not be looked up now."""
+        if self._ttl <= 0:
+            return False
+        now = time.monotonic()
+        if now < self._paused_until:
+            return True
+        until = self._until.get(name)
+        if until is None:
+            return False
+        if now < until:
+            return True
+        self._until.pop(name, None)
+        return False
+
+    def add(self, name: str) -> None:
+        if self._ttl <= 0:
+            return
+        self._until.pop(name, None)
+        self._until[name] = time.monotonic() + self._ttl
+        while len(self._until) > self._kept:
+            self._until.pop(next(iter(self._until)), None)
+
+    def pause(self, seconds: float) -> None:
+        """No lookups for `max(seconds, ttl)`: the API just failed."""
+        if self._ttl > 0:
+            self._paused_until = time.monotonic() + max(seconds, self._ttl)
+
+    def resume(self) -> None:
+        """The API answers again (the watch says so): lookups may resume at once."""
+        self._paused_until = 0.0
+
+
 class NodeCache:
     """A NodeSource backed by the Kubernetes API: list, then watch, in one daemon thread."""
 
@@ -93,6 +137,8 @@ class NodeCache:
         list_timeout: float = 60.0,
         backoff_initial: float = 0.2,
         backoff_max: float = 10.0,
+        unknown_ttl: float = 5.0,
+        unknown_kept: int = 10_000,
     ) -> None:
         self._core = CoreV1Api(api)
         self._fetch_timeout = fetch_timeout
@@ -113,6 +159,8 @@ class NodeCache:
         self._relists = 0
         self._failing = False
         self._last_error = ""
+        self._failures = 0
+        self._unknown = NegativeCache(unknown_ttl, unknown_kept)
 
     # -- NodeSource -------------------------------------------------------------------------------------
 
@@ -120,17 +168,27 @@ class NodeCache:
         return self._nodes.get(name)
 
     def fetch(self, name: str) -> Node | None:
-        """One direct GET of the node, bounded by fetch_timeout; the node found joins the cache."""
+        """One direct GET of the node, bounded by fetch_timeout; the node found joins the cache.
+
+        A name the API did not return is not asked again for `unknown_ttl` seconds (negative cache); when
+        the API failed, for the cache's current backoff delay if that is longer, and no other name is
+        asked either until then: during an outage, requests make no GETs the watch would not make."""
+        if self._unknown.holds(name):
+            return None
         try:
             response = self._core.read_node(name, _preload_content=False, _request_timeout=self._fetch_timeout)
             node = read_json(response)
         except Exception as error:  # connection refused, timeout, malformed body: the caller treats it as unknown
-            if not (isinstance(error, ApiException) and error.status == 404):
-                # During an outage the watch has already said so; one line per request would drown it.
-                level = logging.DEBUG if self._failing else logging.WARNING
-                log.log(level, "direct GET of node %s failed: %s", name, _describe(error))
+            if isinstance(error, ApiException) and error.status == 404:
+                self._unknown.add(name)
+                return None
+            # During an outage the watch has already said so; one line per request would drown it.
+            level = logging.DEBUG if self._failing else logging.WARNING
+            log.log(level, "direct GET of node %s failed: %s", name, _describe(error))
+            self._unknown.pause(backoff_delay(max(1, self._failures + 1), *self._backoff))
             return None
         if not isinstance(node, dict) or node_name(node) != name:
+            self._unknown.add(name)
             return None
         node = without_managed_fields(node)
         with self._lock:
@@ -184,16 +242,15 @@ class NodeCache:
     # -- the background thread --------------------------------------------------------------------------
 
     def _run(self) -> None:
-        failures = 0
         while not self._stopping.is_set():
             outcome = self._round()
             if outcome == "ok":
-                failures = 0
+                self._failures = 0
                 continue
-            failures += 1
-            if outcome == "expired" and failures == 1:
+            self._failures += 1
+            if outcome == "expired" and self._failures == 1:
                 continue  # the relist is the recovery; only a 410 again right away earns a pause
-            self._stopping.wait(backoff_delay(failures, *self._backoff))
+            self._stopping.wait(backoff_delay(self._failures, *self._backoff))
 
     def _round(self) -> Outcome:
         """One list (when needed) and one watch; never raises."""
@@ -325,6 +382,7 @@ class NodeCache:
 
     def _note_success(self) -> None:
         self._last_error = ""
+        self._unknown.resume()
         if self._failing:
             self._failing = False
             log.info("node cache: Kubernetes API reachable again (%d nodes)", self.size())

@@ -16,8 +16,8 @@ from starlette.routing import Route
 from rulesched.cluster import Cluster
 from rulesched.extender import routes
 from rulesched.extender.observe import Observer
-from rulesched.extender.routes import BodyTooLargeError, Extender, error_response, json_response
-from rulesched.extender.wire import WireError
+from rulesched.extender.routes import BodyTimeoutError, BodyTooLargeError, Extender, error_response, json_response
+from rulesched.extender.wire import TooManyError, WireError
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 
@@ -41,14 +41,25 @@ def _guarded(extender: Extender, name: str, verb: Verb) -> Callable[[Request], A
 async def _answer(extender: Extender, verb: Verb, request: Request) -> Response:
     try:
         return await verb(extender, request)
+    except TooManyError as error:
+        return error_response(413, str(error))
     except WireError as error:
         return error_response(400, str(error))
     except BodyTooLargeError:
         limit = extender.settings.max_body_bytes
-        return error_response(413, f"request body larger than {limit} bytes (--max-body-bytes)")
+        return _closing(error_response(413, f"request body larger than {limit} bytes (--max-body-bytes)"))
+    except BodyTimeoutError:
+        seconds = extender.settings.body_timeout
+        return _closing(error_response(408, f"request body did not arrive within {seconds} s (--body-timeout)"))
     except Exception:
         log.exception("internal error answering %s", request.url.path)
         return error_response(500, "internal error in rulesched; see its log")
+
+
+def _closing(response: Response) -> Response:
+    """`response`, and the connection closed after it: the rest of its body will not be read."""
+    response.headers["connection"] = "close"
+    return response
 
 
 def _or_nan(value: float | None) -> float:

@@ -47,6 +47,10 @@ class BodyTooLargeError(Exception):
     pass
 
 
+class BodyTimeoutError(Exception):
+    """The request body did not arrive within `--body-timeout` (a client that stopped sending)."""
+
+
 class Extender:
     """The state the verbs share: settings, the rule store, the cluster sources, the observer."""
 
@@ -61,17 +65,25 @@ class Extender:
         self.seen: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
 
     async def body(self, request: Request) -> bytes:
+        """The whole body, at most `--max-body-bytes`, arrived within `--body-timeout`."""
         limit = self.settings.max_body_bytes
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit:
             raise BodyTooLargeError
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise BodyTooLargeError
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(self.settings.body_timeout):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise BodyTooLargeError
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise BodyTimeoutError from None
         return b"".join(chunks)
+
+    def args(self, body: bytes) -> wire.ExtenderArgs:
+        return wire.ExtenderArgs.parse(body, self.settings.max_candidates)
 
     def book(self) -> RuleBook:
         book = self.store.book
@@ -100,13 +112,17 @@ class Extender:
             reason = "rulesched has no node source: register it with nodeCacheCapable: false, or give it --nodes"
             return known, dict.fromkeys(unknown, reason)
         timeout = self.settings.node_fetch_timeout
-        fetched = await asyncio.gather(*(self._fetch(name, timeout) for name in unknown))
-        found = {name: node for name, node in zip(unknown, fetched, strict=True) if node is not None}
+        asked = unknown[: self.settings.max_node_fetches]
+        fetched = await asyncio.gather(*(self._fetch(name, timeout) for name in asked))
+        found = {name: node for name, node in zip(asked, fetched, strict=True) if node is not None}
         missing = {
             name: "node not found by rulesched (not in its node cache nor in the API)"
-            for name in unknown
+            for name in asked
             if name not in found
         }
+        if len(unknown) > len(asked):
+            reason = f"node not in rulesched's node cache (not looked up: more than {len(asked)} unknown names)"
+            missing.update(dict.fromkeys(unknown[len(asked) :], reason))
         by_name = {c.name: c for c in known} | {n: self.contexts.context(node) for n, node in found.items()}
         return [by_name[n] for n in order if n in by_name], missing
 
@@ -184,7 +200,7 @@ async def _resume_collection(garbage: list[object]) -> None:
 async def filter_verb(extender: Extender, request: Request) -> Response:
     body = await extender.body(request)
     with _no_collection() as resume_after:
-        args = wire.ExtenderArgs.parse(body)
+        args = extender.args(body)
         started = time.perf_counter()
         book = extender.book()
         garbage: list[object] = [args]
@@ -224,7 +240,7 @@ def _filter_answer(
 async def prioritize_verb(extender: Extender, request: Request) -> Response:
     body = await extender.body(request)
     with _no_collection() as resume_after:
-        args = wire.ExtenderArgs.parse(body)
+        args = extender.args(body)
         started = time.perf_counter()
         book = extender.book()
         garbage: list[object] = [args]
@@ -241,7 +257,7 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
 
 
 async def preempt_verb(extender: Extender, request: Request) -> Response:
-    args = wire.ExtenderPreemptionArgs.parse(await extender.body(request))
+    args = wire.ExtenderPreemptionArgs.parse(await extender.body(request), extender.settings.max_candidates)
     book = extender.book()
     contexts = extender.preempt_contexts(list(args.victims))
     decision = evaluate(book, args.pod, contexts, run_scores=False)
@@ -261,7 +277,7 @@ async def bind_verb(extender: Extender, request: Request) -> Response:
 async def explain_verb(extender: Extender, request: Request) -> Response:
     if not extender.settings.enable_explain:
         return error_response(404, "explain is disabled: start rulesched serve with --enable-explain")
-    args = wire.ExtenderArgs.parse(await extender.body(request))
+    args = extender.args(await extender.body(request))
     contexts, unknown = await extender.candidates(args)
     decision = evaluate(extender.book(), args.pod, contexts)
     report = explain_report(args.pod, decision)

@@ -8,11 +8,13 @@ import gc
 import logging
 import ssl
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from rulesched.cluster import Cluster, build_cluster
 from rulesched.cluster.sources import SourceError
@@ -44,7 +46,8 @@ class Parts:
 
 def build(settings: Settings) -> Parts:
     """Load the rules (all must load) and build the cluster sources and the app; nothing started yet."""
-    store = RuleStore([settings.rules_dir], make_engine(settings.cel_engine))
+    engine = make_engine(settings.cel_engine, activation_evaluations=settings.cel_activation_evaluations)
+    store = RuleStore([settings.rules_dir], engine)
     metrics = Metrics()
     metrics.watch_store(store)
     if not settings.rules_dir.is_dir():
@@ -57,6 +60,8 @@ def build(settings: Settings) -> Parts:
         cluster = build_cluster(settings)
     except SourceError as error:
         raise StartupError(str(error)) from error
+    if settings.enable_bind and cluster.binder is None:
+        raise StartupError("--enable-bind needs a cluster, and none was found (give --kubeconfig or --cluster on)")
     app = create_app(settings, store, cluster, Observer(metrics))
     reloader = Reloader(store, settings.rules_dir, debounce=settings.reload_debounce, interval=settings.reload_interval)
 
@@ -86,17 +91,39 @@ def settle_garbage_collector() -> None:
     gc.freeze()
 
 
+def certificate_names(peer: Mapping[str, Any]) -> set[str]:
+    """A client certificate's subject common names and DNS/URI subject alternative names."""
+    names = {value for rdn in peer.get("subject", ()) for key, value in rdn if key == "commonName"}
+    names |= {value for kind, value in peer.get("subjectAltName", ()) if kind in ("DNS", "URI")}
+    return names
+
+
+def _checking_names(allowed: frozenset[str]) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol that closes, before reading a byte, a TLS connection whose client certificate
+    names none of `allowed` (the CA alone vouches only that the certificate is from the cluster)."""
+
+    class CheckedNames(HttpToolsProtocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            peer = transport.get_extra_info("peercert") or {}
+            if not certificate_names(peer) & allowed:
+                log.warning("refused a client certificate named %s", sorted(certificate_names(peer)) or "nothing")
+                transport.abort()
+                return
+            super().connection_made(transport)
+
+    return CheckedNames
+
+
 def uvicorn_config(parts: Parts) -> uvicorn.Config:
+    """uvicorn's settings: TLS as asked (checked by Settings), bounded connections, no access log."""
     settings = parts.settings
     tls: dict[str, object] = {}
-    if settings.tls_cert_file or settings.tls_key_file:
-        if not (settings.tls_cert_file and settings.tls_key_file):
-            raise StartupError("TLS needs both --tls-cert-file and --tls-key-file")
+    if settings.tls_cert_file and settings.tls_key_file:
         tls = {"ssl_certfile": str(settings.tls_cert_file), "ssl_keyfile": str(settings.tls_key_file)}
         if settings.tls_client_ca_file:
             tls |= {"ssl_ca_certs": str(settings.tls_client_ca_file), "ssl_cert_reqs": ssl.CERT_REQUIRED}
-    elif settings.tls_client_ca_file:
-        raise StartupError("--tls-client-ca-file needs --tls-cert-file and --tls-key-file")
+        if settings.tls_client_names:
+            tls["http"] = _checking_names(frozenset(settings.tls_client_names))
     return uvicorn.Config(
         parts.app,
         host=settings.host,
@@ -105,6 +132,7 @@ def uvicorn_config(parts: Parts) -> uvicorn.Config:
         access_log=False,
         server_header=False,
         timeout_keep_alive=75,
+        limit_concurrency=settings.max_connections,
         **tls,  # type: ignore[arg-type]
     )
 

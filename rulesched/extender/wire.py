@@ -9,6 +9,7 @@ passing nodes byte-for-byte equivalent.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,23 @@ class WireError(ValueError):
     """A request body that is not what kube-scheduler sends; answered with 400 and this reason."""
 
 
+class TooManyError(WireError):
+    """More candidates in one request than `--max-candidates`; answered with 413 and this reason."""
+
+
+def folded(document: Mapping[str, Any], field: str) -> JSON:
+    """`document` with its keys folded to lower case (Go decodes case-insensitively); keys that differ
+    only in case (`NodeNames` and `nodenames`) would overwrite each other silently, so they are an error."""
+    lowered = {str(k).lower(): v for k, v in document.items()}
+    if len(lowered) != len(document):
+        seen: dict[str, str] = {}
+        for key in document:
+            if key.lower() in seen:
+                raise WireError(f"{field} has keys that differ only in case: {seen[key.lower()]!r} and {key!r}")
+            seen[key.lower()] = key
+    return lowered
+
+
 def decode(body: bytes) -> JSON:
     """The JSON object in `body`, with its top-level keys folded to lower case."""
     if not body:
@@ -32,7 +50,7 @@ def decode(body: bytes) -> JSON:
         raise WireError(f"request body is not valid JSON: {error}") from None
     if not isinstance(document, dict):
         raise WireError(f"request body must be a JSON object, not {_kind(document)}")
-    return {str(k).lower(): v for k, v in document.items()}
+    return folded(document, "the request")
 
 
 def _kind(value: object) -> str:
@@ -87,7 +105,19 @@ class ExtenderArgs:
         return [_name(n, "Nodes.items[]") for n in self.nodes or []]
 
     @classmethod
-    def parse(cls, body: bytes) -> ExtenderArgs:
+    def parse(cls, body: bytes, max_candidates: int) -> ExtenderArgs:
+        """The request in `body`; at most `max_candidates` candidates, each named once."""
+        args = cls._parse(body)
+        names = args.names
+        if len(names) > max_candidates:
+            raise TooManyError(f"{len(names)} candidate nodes, more than {max_candidates} (--max-candidates)")
+        if len(set(names)) != len(names):
+            repeated = next(name for name, count in Counter(names).items() if count > 1)
+            raise WireError(f"node {repeated!r} is a candidate more than once (kube-scheduler never repeats one)")
+        return args
+
+    @classmethod
+    def _parse(cls, body: bytes) -> ExtenderArgs:
         document = decode(body)
         pod = _pod(document)
         node_list = _object(document.get("nodes"), "Nodes", optional=True)
@@ -123,32 +153,38 @@ class ExtenderPreemptionArgs:
     victims: dict[str, Victims]
 
     @classmethod
-    def parse(cls, body: bytes) -> ExtenderPreemptionArgs:
+    def parse(cls, body: bytes, max_candidates: int) -> ExtenderPreemptionArgs:
+        """The request in `body`; victims on at most `max_candidates` nodes."""
         document = decode(body)
         pod = _pod(document)
         meta = _object(document.get("nodenametometavictims"), "NodeNameToMetaVictims", optional=True)
         full = _object(document.get("nodenametovictims"), "NodeNameToVictims", optional=True)
+        by_node = meta or full or {}
+        if len(by_node) > max_candidates:
+            raise TooManyError(f"victims on {len(by_node)} nodes, more than {max_candidates} (--max-candidates)")
         victims: dict[str, Victims] = {}
-        for node, entry in (meta or full or {}).items():
+        for node, entry in by_node.items():
             victims[node] = _victims(entry, node, meta is not None)
         return cls(pod=pod, victims=victims)
 
 
 def _victims(entry: object, node: str, meta: bool) -> Victims:
     field = f"{'NodeNameToMetaVictims' if meta else 'NodeNameToVictims'}[{node}]"
-    found = _object(entry, field) or {}
-    lowered = {str(k).lower(): v for k, v in found.items()}
+    lowered = folded(_object(entry, field) or {}, field)
     pods = lowered.get("pods") or []
     if not isinstance(pods, list):
         raise WireError(f"{field}.Pods must be an array")
     uids = []
     for index, pod in enumerate(pods):
-        item = _object(pod, f"{field}.Pods[{index}]") or {}
-        uid = (
-            {str(k).lower(): v for k, v in item.items()}.get("uid") if meta else (item.get("metadata") or {}).get("uid")
-        )
+        where = f"{field}.Pods[{index}]"
+        item = _object(pod, where) or {}
+        if meta:
+            uid = folded(item, where).get("uid")
+        else:
+            metadata = _object(item.get("metadata"), f"{where}.metadata", optional=True) or {}
+            uid = metadata.get("uid")
         if not isinstance(uid, str):
-            raise WireError(f"{field}.Pods[{index}] has no UID")
+            raise WireError(f"{where} has no UID")
         uids.append(uid)
     violations = lowered.get("numpdbviolations") or 0
     if not isinstance(violations, int) or isinstance(violations, bool):

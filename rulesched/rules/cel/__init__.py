@@ -96,12 +96,13 @@ class Engine(ABC):
         """One node's context (converted values by name), ready for `Program.evaluate`."""
 
 
-def make_engine(name: EngineName) -> Engine:
-    """The engine called `name`; its library is imported only when it is chosen."""
+def make_engine(name: EngineName, *, activation_evaluations: int | None = None) -> Engine:
+    """The engine called `name`; its library is imported only when it is chosen. `activation_evaluations`:
+    the cpp engine's renewal of kept activations (`Settings.cel_activation_evaluations`)."""
     if name == "cpp":
         from rulesched.rules.cel.cpp import CppEngine
 
-        return CppEngine()
+        return CppEngine() if activation_evaluations is None else CppEngine(activation_evaluations)
     if name == "celpy":
         from rulesched.rules.cel.celpy_engine import CelpyEngine
 

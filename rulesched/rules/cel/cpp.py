@@ -133,16 +133,48 @@ class CppProgram(Program):
         return CppProgram(self.source, self.result_type, checked, text, self._env)
 
     def evaluate(self, bindings: Any) -> Any:
-        result = self._expression.eval(bindings)
+        result = self._expression.eval(bindings.activation())
         if result.type() == cel.Type.ERROR:
             raise CelEvalError(str(result.value()).strip())
         return result.plain_value()
 
 
+ACTIVATION_EVALUATIONS = 64
+"""Evaluations one node's activation serves before it is made again (`--cel-activation-evaluations`)."""
+
+
+class RenewingActivation:
+    """A node's cel-cpp `Activation`, made again after it has served `limit` evaluations.
+
+    cel-cpp's activation keeps memory for every distinct program evaluated against it (about 70 bytes to
+    kilobytes each), and a node's kept bindings live as long as its context: with a new program per new
+    pod key (a per-pod rule bound to the pod), that grew without bound. Kept bindings are evaluated only
+    on a cache miss (a new pod key), so evaluations count distinct programs closely enough; counting them
+    cannot be fooled by a freed program's id being reused. Renewing costs one lazy conversion of the
+    node's values again, shared by the next `limit` evaluations."""
+
+    __slots__ = ("_activation", "_env", "_left", "_limit", "_values")
+
+    def __init__(self, env: cel.Env, values: dict[str, Any], limit: int) -> None:
+        self._env = env
+        self._values = values
+        self._limit = self._left = limit
+        self._activation = env.Activation(values)
+
+    def activation(self) -> Any:
+        """The activation for one more evaluation."""
+        self._left -= 1
+        if self._left < 0:
+            self._activation = self._env.Activation(self._values)
+            self._left = self._limit - 1
+        return self._activation
+
+
 class CppEngine(Engine):
     name: ClassVar[EngineName] = "cpp"
 
-    def __init__(self) -> None:
+    def __init__(self, activation_evaluations: int = ACTIVATION_EVALUATIONS) -> None:
+        self._activation_evaluations = activation_evaluations
         self._env = cel.NewEnv(
             variables=_declarations(),
             functions=_functions(),
@@ -174,4 +206,4 @@ class CppEngine(Engine):
         return value
 
     def bindings(self, values: Mapping[str, Any]) -> Any:
-        return self._env.Activation(dict(values))
+        return RenewingActivation(self._env, dict(values), self._activation_evaluations)
