@@ -138,7 +138,9 @@ def raw_connection(url: str) -> socket.socket:
     return socket.create_connection((host, int(port)), timeout=10)
 
 
-def test_a_body_that_stops_arriving_is_dropped_and_the_server_keeps_answering(client: httpx.Client, server: str) -> None:
+def test_a_body_that_stops_arriving_is_dropped_and_the_server_keeps_answering(
+    client: httpx.Client, server: str
+) -> None:
     with raw_connection(server) as stalled:
         head = b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
         stalled.sendall(head + b'{"Pod": ')

@@ -225,3 +225,44 @@ def test_stop_ends_the_thread_promptly_during_a_watch(access: KubeAccess, api: K
     assert time.monotonic() - started < 1.0
     assert cache._thread is not None
     assert not cache._thread.is_alive()
+
+
+def test_a_missing_name_is_not_asked_again_within_its_ttl(access: KubeAccess, api: KubeAPI) -> None:
+    cache = make_cache(access, unknown_ttl=0.5)
+    assert [cache.fetch("node-zz") for _ in range(5)] == [None] * 5
+    assert len(api.requests("GET /api/v1/nodes/node-zz")) == 1, "the negative cache did not hold the name"
+    api.add_node("node-zz", silent=True)
+    assert cache.fetch("node-zz") is None  # still within its ttl
+    wait_for(lambda: cache.fetch("node-zz") is not None, what="the name to be asked again after its ttl")
+    assert len(api.requests("GET /api/v1/nodes/node-zz")) == 2
+
+
+def test_without_a_ttl_every_fetch_asks(access: KubeAccess, api: KubeAPI) -> None:
+    cache = make_cache(access, unknown_ttl=0)
+    for _ in range(3):
+        assert cache.fetch("node-zz") is None
+    assert len(api.requests("GET /api/v1/nodes/node-zz")) == 3
+
+
+def test_during_an_outage_fetches_back_off_for_every_name(cache: NodeCache, api: KubeAPI) -> None:
+    api.go_down()
+    wait_for(lambda: cache.status().failing, what="the cache to notice the outage")
+    before = len(api.requests("GET /api/v1/nodes/"))
+    names = [f"node-new-{i}" for i in range(20)]
+    assert [cache.fetch(name) for name in names * 3] == [None] * 60
+    asked = len(api.requests("GET /api/v1/nodes/")) - before
+    assert asked <= 1, f"{asked} direct GETs during an outage for 60 lookups"
+    api.come_back()
+    api.add_node("node-new-0", silent=True)
+    wait_for(lambda: not cache.status().failing, what="the cache to recover")
+    wait_for(lambda: cache.fetch("node-new-0") is not None, what="lookups to resume once the API answers")
+
+
+def test_the_negative_cache_keeps_a_bounded_number_of_names(access: KubeAccess, api: KubeAPI) -> None:
+    cache = make_cache(access, unknown_ttl=60, unknown_kept=3)
+    for name in ("node-x1", "node-x2", "node-x3", "node-x4"):
+        assert cache.fetch(name) is None
+    assert cache.fetch("node-x1") is None  # forgotten (the oldest): asked again
+    assert cache.fetch("node-x4") is None  # remembered: not asked
+    assert len(api.requests("GET /api/v1/nodes/node-x1")) == 2
+    assert len(api.requests("GET /api/v1/nodes/node-x4")) == 1

@@ -104,12 +104,11 @@ def _checking_names(allowed: frozenset[str]) -> type[asyncio.Protocol]:
 
     class CheckedNames(HttpToolsProtocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
             peer = transport.get_extra_info("peercert") or {}
             if not certificate_names(peer) & allowed:
                 log.warning("refused a client certificate named %s", sorted(certificate_names(peer)) or "nothing")
                 transport.abort()
-                return
-            super().connection_made(transport)
 
     return CheckedNames
 

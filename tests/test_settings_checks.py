@@ -1,0 +1,55 @@
+"""Contradictory settings refuse to start: one clear line each, exit 2 (issue #12)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rulesched.cli import main
+from tests.paths import EXAMPLE_NODES, RULES
+
+CONTRADICTIONS = [
+    (["--enable-bind", "--cluster", "off"], "--enable-bind needs a cluster, but --cluster is off"),
+    (["--tls-key-file", "k.pem"], "--tls-key-file needs --tls-cert-file"),
+    (["--tls-cert-file", "c.pem"], "--tls-cert-file needs --tls-key-file"),
+    (["--tls-client-ca-file", "ca.pem"], "--tls-client-ca-file needs --tls-cert-file and --tls-key-file"),
+    (
+        ["--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--tls-client-name", "kube-scheduler"],
+        "--tls-client-name needs --tls-client-ca-file",
+    ),
+    (["--metrics-interval", "120"], "--metrics-max-age is shorter than --metrics-interval"),
+]
+
+
+@pytest.mark.parametrize(("flags", "line"), CONTRADICTIONS, ids=[" ".join(f) for f, _ in CONTRADICTIONS])
+def test_contradictory_settings_exit_2_with_one_line(
+    flags: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--rules", str(RULES), *flags]) == 2
+    error = capsys.readouterr().err
+    assert error.splitlines() == [error.splitlines()[0]], error
+    assert error.startswith(f"rulesched: {line}"), error
+
+
+def test_every_contradiction_is_reported_each_on_its_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--enable-bind", "--cluster", "off", "--tls-key-file", "k.pem"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "rulesched: --enable-bind needs a cluster, but --cluster is off",
+        "rulesched: --tls-key-file needs --tls-cert-file",
+    ]
+
+
+def test_enable_bind_when_no_cluster_is_found_refuses_to_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --nodes with --cluster auto means no cluster: nothing could bind.
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["serve", "--rules", str(RULES), "--nodes", str(EXAMPLE_NODES), "--enable-bind"]) == 1
+    assert "--enable-bind needs a cluster, and none was found" in capsys.readouterr().err
+
+
+def test_a_bad_value_still_names_its_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--max-candidates", "0"]) == 2
+    assert capsys.readouterr().err.startswith("rulesched: --max-candidates: ")
