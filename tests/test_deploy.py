@@ -35,6 +35,8 @@ WITH_SCHEDULER = ("default", "bind")
 KUBERNETES_VERSION = "1.32"  # the kube-scheduler image's minor version: the oldest API the manifests target
 NAMESPACE = "rulesched-system"
 SERVICE_ACCOUNT = "rulesched"
+SCHEDULER_ACCOUNT = "rulesched-scheduler"
+SCHEDULER_DEPLOYMENT = "rulesched-scheduler"
 RULES_CONFIGMAP = "rulesched-rules"
 RULES_MOUNT = "/etc/rulesched/rules"
 SCHEDULER_CONFIGMAP = "rulesched-scheduler-config"
@@ -47,12 +49,19 @@ Obj: TypeAlias = dict[str, Any]
 # lists, watches and gets single nodes; the metrics source polls metrics-server; --enable-bind posts
 # Bindings. Add a row with every new call: the RBAC tests then demand the permission.
 API_CALLS = [
-    ("", "nodes", "get"),
-    ("", "nodes", "list"),
-    ("", "nodes", "watch"),
+    *(("", resource, verb) for resource in ("nodes", "pods", "namespaces") for verb in ("get", "list", "watch")),
     ("metrics.k8s.io", "nodes", "get"),
     ("metrics.k8s.io", "nodes", "list"),
 ]
+# kube-scheduler's identity: the built-in roles the "Configure Multiple Schedulers" guide binds, and its
+# own lease. Nothing else may be bound to it, and none of it to the extender.
+SCHEDULER_ROLES = {
+    ("ClusterRole", "system:kube-scheduler"),
+    ("ClusterRole", "system:volume-scheduler"),
+    ("Role", "extension-apiserver-authentication-reader"),
+    ("Role", "rulesched-leader-election"),
+}
+LEASE_CALLS = {("coordination.k8s.io", "leases", verb) for verb in ("create", "get", "update")}
 BIND_CALLS = [("", "pods/binding", "create")]
 
 
@@ -97,13 +106,18 @@ def one(objects: Sequence[Obj], kind: str, name: str) -> Obj:
     return obj
 
 
-def pod_spec(objects: Sequence[Obj]) -> Obj:
-    spec: Obj = one(objects, "Deployment", "rulesched")["spec"]["template"]["spec"]
+def pod_spec(objects: Sequence[Obj], deployment: str = "rulesched") -> Obj:
+    spec: Obj = one(objects, "Deployment", deployment)["spec"]["template"]["spec"]
     return spec
 
 
+def pod_specs(objects: Sequence[Obj]) -> list[Obj]:
+    """The pod template of every Deployment (the extender's, and the scheduler's where there is one)."""
+    return [o["spec"]["template"]["spec"] for o in objects if o["kind"] == "Deployment"]
+
+
 def container(objects: Sequence[Obj], name: str) -> Obj:
-    found: list[Obj] = [c for c in pod_spec(objects)["containers"] if c["name"] == name]
+    found: list[Obj] = [c for spec in pod_specs(objects) for c in spec["containers"] if c["name"] == name]
     assert len(found) == 1, f"expected one container {name}"
     return found[0]
 
@@ -132,7 +146,7 @@ def scheduler_config_file(objects: Sequence[Obj]) -> tuple[str, str]:
     path = Path(flags(scheduler["command"])["config"])
     [mount] = [m for m in scheduler["volumeMounts"] if Path(m["mountPath"]) == path.parent]
     assert "subPath" not in mount
-    [volume] = [v for v in pod_spec(objects)["volumes"] if v["name"] == mount["name"]]
+    [volume] = [v for v in pod_spec(objects, SCHEDULER_DEPLOYMENT)["volumes"] if v["name"] == mount["name"]]
     return volume["configMap"]["name"], path.name
 
 
@@ -346,12 +360,21 @@ def test_scheduler_runs_its_own_profile_and_lease(variant: str) -> None:
 
 
 @pytest.mark.parametrize("variant", WITH_SCHEDULER)
-def test_scheduler_calls_the_extender_in_its_pod(variant: str) -> None:
+def test_scheduler_calls_the_extender_through_its_service(variant: str) -> None:
     objects = render(variant)
     [extender] = scheduler_config(objects)["extenders"]
-    served = flags(container(objects, "rulesched")["args"])
-    assert extender["urlPrefix"] == "http://127.0.0.1:8888"
-    assert extender["urlPrefix"] == f"http://{served['host']}:{served['port']}"
+    rulesched = container(objects, "rulesched")
+    served = flags(rulesched["args"])
+    service = one(objects, "Service", "rulesched")
+    [port] = service["spec"]["ports"]
+    [container_port] = [p for p in rulesched["ports"] if p["name"] == port["targetPort"]]
+    assert extender["urlPrefix"] == "http://rulesched.rulesched-system.svc:8888"
+    assert extender["urlPrefix"] == f"http://rulesched.{NAMESPACE}.svc:{port['port']}"
+    assert (served["host"], int(served["port"])) == ("0.0.0.0", container_port["containerPort"])
+    extender_labels = one(objects, "Deployment", "rulesched")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= extender_labels.items()
+    scheduler_labels = one(objects, "Deployment", SCHEDULER_DEPLOYMENT)["spec"]["template"]["metadata"]["labels"]
+    assert not service["spec"]["selector"].items() <= scheduler_labels.items()
     assert extender["filterVerb"] == "filter"
     assert extender["prioritizeVerb"] == "prioritize"
     assert extender["weight"] > 0
@@ -382,6 +405,7 @@ def test_scheduler_configuration_change_rolls_the_pods(variant: str) -> None:
 def test_main_scheduler_overlay_runs_no_second_scheduler() -> None:
     objects = render("main-scheduler")
     assert [c["name"] for c in pod_spec(objects)["containers"]] == ["rulesched"]
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Deployment"] == ["rulesched"]
     assert not [o for o in objects if o["metadata"]["name"].startswith(SCHEDULER_CONFIGMAP)]
     assert not [o for o in objects if o["kind"].endswith("Binding") and o["roleRef"]["name"].startswith("system:")]
 
@@ -418,26 +442,35 @@ def test_main_scheduler_overlay_serves_mutual_tls_behind_the_service() -> None:
     assert volume["secret"]["secretName"] == "rulesched-tls"
     for flag, key in [("tls-cert-file", "tls.crt"), ("tls-key-file", "tls.key"), ("tls-client-ca-file", "ca.crt")]:
         assert served[flag] == f"{mount['mountPath']}/{key}"
+    # Of the certificates the CA signed, only kube-scheduler's and the pod's own (its exec probes).
+    names = [arg.partition("=")[2] for arg in rulesched["args"] if arg.startswith("--tls-client-name=")]
+    assert names == ["system:kube-scheduler", "rulesched.rulesched-system.svc"]
 
 
-# --- RBAC ------------------------------------------------------------------------------------------
+# --- RBAC: one identity each, every verb against its allow-list ---------------------------------------
 
 
-def granted(objects: Sequence[Obj], kind: str) -> set[tuple[str, str, str]]:
-    """(group, resource, verb) that rendered roles of `kind` bound to rulesched's account allow on any object."""
-    binding_kind = f"{kind}Binding"
-    bound = {
-        b["roleRef"]["name"]
+def account(name: str) -> Obj:
+    return {"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}
+
+
+def bound_roles(objects: Sequence[Obj], name: str) -> set[tuple[str, str]]:
+    """(kind, name) of every role any rendered binding gives the service account `name`."""
+    return {
+        (b["roleRef"]["kind"], b["roleRef"]["name"])
         for b in objects
-        if b["kind"] == binding_kind
-        and {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE} in b["subjects"]
+        if b["kind"] in {"RoleBinding", "ClusterRoleBinding"} and account(name) in b["subjects"]
     }
+
+
+def grants(objects: Sequence[Obj], name: str) -> set[tuple[str, str, str]]:
+    """(group, resource, verb) of every rendered rule of the roles bound to `name` (named objects too)."""
+    roles = bound_roles(objects, name)
     return {
         (group, resource, verb)
         for role in objects
-        if role["kind"] == kind and role["metadata"]["name"] in bound
+        if (role["kind"], role["metadata"]["name"]) in roles
         for rule in role["rules"]
-        if "resourceNames" not in rule
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
@@ -456,22 +489,48 @@ def every_rendered_grant(objects: Sequence[Obj]) -> set[tuple[str, str, str]]:
     }
 
 
-def test_pod_runs_as_the_rulesched_service_account() -> None:
-    for variant in VARIANTS:
-        objects = render(variant)
-        assert pod_spec(objects)["serviceAccountName"] == SERVICE_ACCOUNT
-        assert one(objects, "ServiceAccount", SERVICE_ACCOUNT)["metadata"]["namespace"] == NAMESPACE
+def extender_allowed(variant: str) -> set[tuple[str, str, str]]:
+    return set(API_CALLS) | (set(BIND_CALLS) if variant == "bind" else set())
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("call", API_CALLS, ids="/".join)
-def test_rbac_allows_every_api_call_of_the_extender(variant: str, call: tuple[str, str, str]) -> None:
-    assert call in granted(render(variant), "ClusterRole")
+def test_each_deployment_runs_as_its_own_service_account(variant: str) -> None:
+    objects = render(variant)
+    expected = {"rulesched": SERVICE_ACCOUNT} | (
+        {SCHEDULER_DEPLOYMENT: SCHEDULER_ACCOUNT} if variant in WITH_SCHEDULER else {}
+    )
+    found = {
+        o["metadata"]["name"]: o["spec"]["template"]["spec"]["serviceAccountName"]
+        for o in objects
+        if o["kind"] == "Deployment"
+    }
+    assert found == expected
+    for name in expected.values():
+        assert one(objects, "ServiceAccount", name)["metadata"]["namespace"] == NAMESPACE
 
 
-@pytest.mark.parametrize("call", BIND_CALLS, ids="/".join)
-def test_rbac_allows_binding_in_the_bind_overlay(call: tuple[str, str, str]) -> None:
-    assert call in granted(render("bind"), "ClusterRole")
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_extender_is_granted_exactly_its_api_calls(variant: str) -> None:
+    objects = render(variant)
+    assert grants(objects, SERVICE_ACCOUNT) == extender_allowed(variant)
+    assert not [ref for ref in bound_roles(objects, SERVICE_ACCOUNT) if ref[1].startswith("system:")]
+    assert not bound_roles(objects, SERVICE_ACCOUNT) & SCHEDULER_ROLES
+
+
+@pytest.mark.parametrize("variant", WITH_SCHEDULER)
+def test_kube_scheduler_keeps_its_own_rights_and_nothing_of_the_extender(variant: str) -> None:
+    objects = render(variant)
+    assert bound_roles(objects, SCHEDULER_ACCOUNT) == SCHEDULER_ROLES
+    assert grants(objects, SCHEDULER_ACCOUNT) == LEASE_CALLS  # the built-in roles are not rendered
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_binding_names_one_of_the_two_identities(variant: str) -> None:
+    objects = render(variant)
+    subjects = [s for b in objects if b["kind"] in {"RoleBinding", "ClusterRoleBinding"} for s in b["subjects"]]
+    allowed = [account(SERVICE_ACCOUNT)] + ([account(SCHEDULER_ACCOUNT)] if variant in WITH_SCHEDULER else [])
+    assert subjects
+    assert all(s in allowed for s in subjects), subjects
 
 
 @pytest.mark.parametrize("variant", ["default", "main-scheduler"])
@@ -482,25 +541,7 @@ def test_no_rendered_role_grants_binding_outside_the_bind_overlay(variant: str, 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_rendered_roles_grant_nothing_beyond_the_api_calls(variant: str) -> None:
-    allowed = set(API_CALLS) | (set(BIND_CALLS) if variant == "bind" else set())
-    allowed |= {("coordination.k8s.io", "leases", verb) for verb in ("create", "get", "update")}
-    assert every_rendered_grant(render(variant)) <= allowed
-
-
-@pytest.mark.parametrize("variant", WITH_SCHEDULER)
-def test_second_scheduler_has_what_the_multiple_schedulers_guide_requires(variant: str) -> None:
-    objects = render(variant)
-    refs = {
-        (b["kind"], b["metadata"].get("namespace"), b["roleRef"]["kind"], b["roleRef"]["name"])
-        for b in objects
-        if b["kind"].endswith("Binding")
-        and {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE} in b["subjects"]
-    }
-    assert {
-        ("ClusterRoleBinding", None, "ClusterRole", "system:kube-scheduler"),
-        ("ClusterRoleBinding", None, "ClusterRole", "system:volume-scheduler"),
-        ("RoleBinding", "kube-system", "Role", "extension-apiserver-authentication-reader"),
-    } <= refs
+    assert every_rendered_grant(render(variant)) <= extender_allowed(variant) | LEASE_CALLS
 
 
 @pytest.mark.parametrize("variant", WITH_SCHEDULER)
@@ -517,6 +558,33 @@ def test_leader_election_lease_is_granted_by_name(variant: str) -> None:
     assert "rulesched-leader-election" in {
         b["roleRef"]["name"] for b in objects if b["kind"] == "RoleBinding" and b["metadata"]["namespace"] == NAMESPACE
     }
+
+
+# --- network ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", WITH_SCHEDULER)
+def test_network_policy_admits_only_the_scheduler_to_the_extender_port(variant: str) -> None:
+    objects = render(variant)
+    policy = one(objects, "NetworkPolicy", "rulesched")["spec"]
+    extender = one(objects, "Deployment", "rulesched")["spec"]["template"]["metadata"]["labels"]
+    scheduler = one(objects, "Deployment", SCHEDULER_DEPLOYMENT)["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= extender.items()
+    assert not policy["podSelector"]["matchLabels"].items() <= scheduler.items()
+    assert policy["policyTypes"] == ["Ingress"]
+    [rule] = policy["ingress"]
+    [source] = rule["from"]
+    assert set(source) == {"podSelector"}
+    assert source["podSelector"]["matchLabels"].items() <= scheduler.items()
+    assert not source["podSelector"]["matchLabels"].items() <= extender.items()
+    served = flags(container(objects, "rulesched")["args"])
+    assert rule["ports"] == [{"protocol": "TCP", "port": int(served["port"])}]
+
+
+def test_network_policy_of_the_main_scheduler_overlay_opens_only_the_tls_port() -> None:
+    objects = render("main-scheduler")
+    [rule] = one(objects, "NetworkPolicy", "rulesched")["spec"]["ingress"]
+    assert rule == {"ports": [{"protocol": "TCP", "port": 8443}]}
 
 
 # --- the rules ConfigMap ---------------------------------------------------------------------------
@@ -565,7 +633,11 @@ def test_rules_are_mounted_as_a_directory_that_updates_in_place(variant: str) ->
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_container_is_locked_down(variant: str) -> None:
-    spec = pod_spec(render(variant))
+    for spec in pod_specs(render(variant)):
+        check_locked_down(spec)
+
+
+def check_locked_down(spec: Obj) -> None:
     pod = spec["securityContext"]
     assert pod["runAsNonRoot"] is True
     assert pod["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -585,7 +657,7 @@ def test_every_container_is_locked_down(variant: str) -> None:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_container_has_requests_and_limits(variant: str) -> None:
-    for each in pod_spec(render(variant))["containers"]:
+    for each in [c for spec in pod_specs(render(variant)) for c in spec["containers"]]:
         assert set(each["resources"]["requests"]) == {"cpu", "memory"}, each["name"]
         assert set(each["resources"]["limits"]) == {"cpu", "memory"}, each["name"]
 
@@ -614,7 +686,11 @@ def test_tmp_is_the_only_writable_place(variant: str) -> None:
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_two_replicas_on_two_nodes_and_one_always_up(variant: str) -> None:
     objects = render(variant)
-    deployment = one(objects, "Deployment", "rulesched")
+    for deployment in [o for o in objects if o["kind"] == "Deployment"]:
+        check_replicas(objects, deployment)
+
+
+def check_replicas(objects: Sequence[Obj], deployment: Obj) -> None:
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert deployment["spec"]["replicas"] == 2
     [term] = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
@@ -622,7 +698,7 @@ def test_two_replicas_on_two_nodes_and_one_always_up(variant: str) -> None:
     ]
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert term["labelSelector"]["matchLabels"].items() <= labels.items()
-    budget = one(objects, "PodDisruptionBudget", "rulesched")["spec"]
+    budget = one(objects, "PodDisruptionBudget", deployment["metadata"]["name"])["spec"]
     assert budget["minAvailable"] == 1
     assert budget["selector"]["matchLabels"].items() <= labels.items()
     # No surge: with one replica per node, a surge pod may find no node and stall the rollout.
