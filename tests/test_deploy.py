@@ -444,7 +444,7 @@ def test_main_scheduler_overlay_serves_mutual_tls_behind_the_service() -> None:
         assert served[flag] == f"{mount['mountPath']}/{key}"
     # Of the certificates the CA signed, only kube-scheduler's and the pod's own (its exec probes).
     names = [arg.partition("=")[2] for arg in rulesched["args"] if arg.startswith("--tls-client-name=")]
-    assert names == ["system:kube-scheduler", "rulesched.rulesched-system.svc"]
+    assert names == ["kube-scheduler", "rulesched.rulesched-system.svc"]
 
 
 # --- RBAC: one identity each, every verb against its allow-list ---------------------------------------

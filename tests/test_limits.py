@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from rulesched.settings import Settings
+from tests.kubeapi import KubeAPI, wait_for
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, RULES
 from tests.server import running_server
 
@@ -151,3 +153,31 @@ def test_a_body_that_stops_arriving_is_dropped_and_the_server_keeps_answering(
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:100]
     assert b"--body-timeout" in answer
     assert client.get("/healthz").status_code == 200
+
+
+def test_connections_beyond_the_limit_get_a_503_and_the_server_recovers() -> None:
+    with running_server(config(max_connections=3)) as url:
+        idle = [raw_connection(url) for _ in range(3)]
+        try:
+            with raw_connection(url) as extra:
+                extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert extra.recv(65536).startswith(b"HTTP/1.1 503 ")
+        finally:
+            for each in idle:
+                each.close()
+        with httpx.Client(base_url=url) as client:
+            wait_for(lambda: client.get("/healthz").status_code == 200, what="the server to accept again")
+
+
+def test_unknown_names_beyond_the_fetch_limit_are_not_looked_up(api: KubeAPI, tmp_path: Path) -> None:
+    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+    settings = config(nodes_file=None, kubeconfig=kubeconfig, cluster="on", max_node_fetches=2, metrics_interval=5)
+    with running_server(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+        wait_for(lambda: client.get("/readyz").status_code == 200, what="/readyz")
+        unknown = [f"node-new-{i}" for i in range(6)]
+        answer = client.post("/filter", json=names(["node-a", *unknown])).json()
+    assert set(answer["FailedAndUnresolvableNodes"]) == set(unknown)
+    asked = api.requests("GET /api/v1/nodes/node-new-")
+    assert len(asked) == 2, asked
+    not_asked = [answer["FailedAndUnresolvableNodes"][name] for name in unknown[2:]]
+    assert all("not looked up: more than 2 unknown names" in reason for reason in not_asked)
