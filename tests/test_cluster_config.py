@@ -72,11 +72,10 @@ def test_explicit_kubeconfig_gives_the_live_sources(
 
 
 def test_cluster_off_never_uses_the_api(kubeconfig: Path, nowhere: KubeEnvironment, built: list[Cluster]) -> None:
-    cluster = build(built, Settings(cluster="off", kubeconfig=kubeconfig, enable_bind=True), nowhere)
+    cluster = build(built, Settings(cluster="off", kubeconfig=kubeconfig), nowhere)
     assert (cluster.nodes, cluster.metrics, cluster.binder, cluster.access) == (None, None, None, None)
-    assert cluster.description == (
-        "no cluster, no binding (--enable-bind needs a cluster), no node source (full mode only), no metrics"
-    )
+    assert cluster.description == "no cluster, no node source (full mode only), no metrics"
+    # --enable-bind with --cluster off is refused by Settings itself (tests/test_settings_checks.py).
 
 
 def test_cluster_on_without_credentials_is_a_clear_error(nowhere: KubeEnvironment) -> None:
