@@ -20,7 +20,6 @@ from rulesched.rules.cel import make_engine
 from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
 from rulesched.settings import Settings
-from rulesched.tools.explain import explain_report
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, RULES
 from tests.server import running_server
 
@@ -43,7 +42,7 @@ def test_explain_json_is_the_engines_decision(capsys: pytest.CaptureFixture[str]
     pod = read_document(POD)
     book = load_rule_book([RULES], make_engine("cpp"))
     contexts = NodeContexts(None, FileMetricsSource(EXAMPLE_METRICS)).for_objects(read_document(EXAMPLE_NODES)["items"])
-    assert report == explain_report(pod, evaluate(book, pod, contexts))
+    assert report == evaluate(book, pod, contexts).explain(pod)
 
 
 def test_explain_json_for_the_founding_example(capsys: pytest.CaptureFixture[str]) -> None:

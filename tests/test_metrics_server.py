@@ -110,5 +110,4 @@ def test_background_thread_polls_every_interval(api: KubeAPI, access: KubeAccess
         wait_for(lambda: getattr(source.usage("node-a"), "cpu", None) == 3.5, what="the new sample")
     finally:
         source.stop()
-    assert source._thread is not None
-    assert not source._thread.is_alive()
+    assert not source.loop.status().running

@@ -30,7 +30,6 @@ from rulesched.rules.context import NodeContext
 from rulesched.rules.engine import evaluate
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
-from rulesched.tools.explain import explain_report
 
 _SEEN_NODES = 10_000
 
@@ -280,6 +279,6 @@ async def explain_verb(extender: Extender, request: Request) -> Response:
     args = extender.args(await extender.body(request))
     contexts, unknown = await extender.candidates(args)
     decision = evaluate(extender.book(), args.pod, contexts)
-    report = explain_report(args.pod, decision)
+    report = decision.explain(args.pod)
     report["unknownNodes"] = unknown
     return json_response(report)
