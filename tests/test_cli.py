@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -15,7 +11,8 @@ import pytest
 from rulesched.cli import build_parser, main
 from rulesched.cli.serve import settings_from
 from rulesched.settings import Settings
-from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, REPO, RULES
+from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, RULES
+from tests.server import spawned
 
 BROKEN = """\
 apiVersion: rulesched.io/v1alpha1
@@ -73,33 +70,13 @@ def test_serve_refuses_a_missing_rules_directory(tmp_path: Path, capsys: pytest.
     assert "does not exist" in capsys.readouterr().err
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def test_python_dash_m_rulesched_serves_the_example(tmp_path: Path) -> None:
-    port = free_port()
-    command = [sys.executable, "-m", "rulesched", "serve", "--port", str(port)]
-    command += ["--nodes", str(EXAMPLE_NODES), "--metrics", str(EXAMPLE_METRICS), "--log-format", "text"]
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None, "the server exited"
-                assert time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.1)
+    options = ["--nodes", str(EXAMPLE_NODES), "--metrics", str(EXAMPLE_METRICS), "--log-format", "text"]
+    log = tmp_path / "serve.log"
+    with spawned(options, log) as port:
+        ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
         assert ready.json()["ready"] is True
-    finally:
-        process.terminate()
-        output, _ = process.communicate(timeout=10)
-    assert "serving 4 rule sets" in output
+    assert "serving 4 rule sets" in log.read_text()
 
 
 def serve_actions() -> dict[str, argparse.Action]:

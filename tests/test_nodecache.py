@@ -4,32 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from rulesched.cluster.kube import KubeAccess
 from rulesched.cluster.nodecache import NodeCache
-from tests.kubeapi import KubeAPI, access_for, wait_for
+from tests.kubeapi import KubeAPI, access_for, make_cache, wait_for
 
 FIXTURE_NODES = {"node-a", "node-b", "node-c", "node-d", "node-e"}
-
-
-def make_cache(access: KubeAccess, **options: Any) -> NodeCache:
-    """A cache with short pauses between retries, so outages take milliseconds."""
-    fast: dict[str, Any] = {"backoff_initial": 0.02, "backoff_max": 0.1, "connect_timeout": 1.0}
-    return NodeCache(access.api, **(fast | options))
-
-
-@pytest.fixture
-def cache(access: KubeAccess) -> Iterator[NodeCache]:
-    cache = make_cache(access)
-    cache.start()
-    assert cache.wait_ready(5), "the first list did not complete"
-    yield cache
-    cache.stop()
 
 
 def known(cache: NodeCache) -> set[str]:

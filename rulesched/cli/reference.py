@@ -6,11 +6,11 @@ differs, so a setting's flag, variable, default and meaning are written in one p
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args, get_origin
+from typing import Literal, get_args, get_origin
 
 from pydantic.fields import FieldInfo
 
-from rulesched.cli.serve import env_var, field_type, flags
+from rulesched.cli.serve import env_var, field_type, flags, shown_default
 from rulesched.settings import Settings
 
 INTRO = """\
@@ -40,15 +40,11 @@ def _row(name: str, field: FieldInfo) -> str:
     cells = (
         ", ".join(f"`{flag}`" for flag in flags(name)),
         f"`{env_var(name)}`",
-        "none" if field.default is None else f"`{_default(field.default)}`",
+        "none" if field.default is None else f"`{shown_default(field)}`",
         values(field),
         " ".join((field.description or "").split()),
     )
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |\n"
-
-
-def _default(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def values(field: FieldInfo) -> str:

@@ -47,6 +47,13 @@ def env_var(name: str) -> str:
     return f"{Settings.model_config.get('env_prefix', '')}{name}".upper()
 
 
+def shown_default(field: FieldInfo) -> str:
+    """The field's default as a user writes it: `none`, `true`/`false`, or the value."""
+    if field.default is None:
+        return "none"
+    return str(field.default).lower() if isinstance(field.default, bool) else str(field.default)
+
+
 class _HelpFormatter(argparse.HelpFormatter):
     """Shows each setting's default (from the model) and environment variable after its docstring."""
 
@@ -55,8 +62,7 @@ class _HelpFormatter(argparse.HelpFormatter):
         text = action.help or ""
         if field is None:
             return text
-        default = "none" if field.default is None else str(field.default)
-        return f"{text} [default: {default}; env {env_var(action.dest)}]".replace("%", "%%")
+        return f"{text} [default: {shown_default(field)}; env {env_var(action.dest)}]".replace("%", "%%")
 
 
 def _argument(field: FieldInfo) -> dict[str, Any]:
