@@ -40,7 +40,7 @@ def _row(name: str, field: FieldInfo) -> str:
     cells = (
         ", ".join(f"`{flag}`" for flag in flags(name)),
         f"`{env_var(name)}`",
-        "none" if field.default is None else f"`{shown_default(field)}`",
+        "none" if field.default in (None, ()) else f"`{shown_default(field)}`",
         values(field),
         " ".join((field.description or "").split()),
     )
@@ -52,6 +52,8 @@ def values(field: FieldInfo) -> str:
     kind = field_type(field)
     if get_origin(kind) is Literal:
         return ", ".join(f"`{choice}`" for choice in get_args(kind))
+    if get_origin(kind) is tuple:
+        return "text, repeatable (the variable: a JSON array)"
     bounds = [f"{sign} {getattr(m, key)}" for m in field.metadata for key, sign in _BOUNDS.items() if hasattr(m, key)]
     name = _NAMES.get(kind, "path" if getattr(kind, "__name__", "") == "Path" else str(kind))
     return " ".join([name, ", ".join(bounds)]).strip()

@@ -49,7 +49,7 @@ def env_var(name: str) -> str:
 
 def shown_default(field: FieldInfo) -> str:
     """The field's default as a user writes it: `none`, `true`/`false`, or the value."""
-    if field.default is None:
+    if field.default is None or field.default == ():
         return "none"
     return str(field.default).lower() if isinstance(field.default, bool) else str(field.default)
 
