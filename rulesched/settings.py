@@ -78,6 +78,9 @@ class Settings(BaseSettings):
     cel_activation_evaluations: int = Field(64, ge=1)
     """cpp engine: evaluations a node's kept CEL activation serves before it is made again; bounds the memory
     cel-expr-python keeps inside it for every program evaluated against it."""
+    thread_candidates: int = Field(2000, ge=0)
+    """Requests with more candidates than this are worked out in a worker thread (one at a time), so that
+    the event loop keeps answering health checks meanwhile; smaller ones run on the event loop."""
     max_node_fetches: int = Field(32, ge=0)
     """Most direct GETs of node names the cache lacks, per request; the other unknown names are answered
     as unresolvable at once."""

@@ -13,7 +13,7 @@ import gc
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from starlette.background import BackgroundTask
@@ -27,11 +27,13 @@ from rulesched.extender import wire
 from rulesched.extender.observe import Observer
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
+from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 
 _SEEN_NODES = 10_000
+T = TypeVar("T")
 
 
 def json_response(content: Any, status_code: int = 200) -> Response:
@@ -62,6 +64,22 @@ class Extender:
         # Full mode sends whole nodes with filter, but only names with preempt: the contexts keep the
         # nodes that have a resourceVersion, this the few that have none.
         self.seen: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
+        self._large = asyncio.Lock()
+        """Held while a large request's work runs in a worker thread (see `run`)."""
+
+    async def run(self, size: int, work: Callable[[], T]) -> T:
+        """`work()` for a request of `size` candidates, without stalling the event loop.
+
+        Above `--thread-candidates` the work runs in a worker thread, so that /healthz and /readyz keep
+        answering meanwhile; one such at a time, and the others wait for it: the rule caches are shared
+        and not made for two threads. Smaller work runs on the loop, where it cannot interleave."""
+        if size > self.settings.thread_candidates:
+            async with self._large:
+                return await run_in_threadpool(work)
+        if self._large.locked():
+            async with self._large:
+                return work()
+        return work()
 
     async def body(self, request: Request) -> bytes:
         """The whole body, at most `--max-body-bytes`, arrived within `--body-timeout`."""
@@ -95,10 +113,11 @@ class Extender:
     ) -> tuple[list[NodeContext], dict[str, str]]:
         """The nodes to evaluate, and the names that cannot be evaluated with why. Full mode's nodes are
         remembered for preempt; the ones they replace go to `replaced`, to be freed after the answer."""
-        if args.nodes is not None:
-            self._remember(args.nodes, replaced if replaced is not None else [])
-            return self.contexts.for_objects(args.nodes), {}
-        known, unknown = self.contexts.for_names(args.node_names or [])
+        nodes, names = args.nodes, args.node_names or []
+        if nodes is not None:
+            self._remember(nodes, replaced if replaced is not None else [])
+            return await self.run(len(nodes), lambda: self.contexts.for_objects(nodes)), {}
+        known, unknown = await self.run(len(names), lambda: self.contexts.for_names(names))
         if not unknown:
             return known, {}
         return await self._fetch_missing(args.node_names or [], known, unknown)
@@ -204,18 +223,13 @@ async def filter_verb(extender: Extender, request: Request) -> Response:
         book = extender.book()
         garbage: list[object] = [args]
         contexts, unknown = await extender.candidates(args, garbage)
-        return resume_after(_filter_answer(extender, args, book, contexts, unknown, started), garbage)
+        decision = await extender.run(len(contexts), lambda: evaluate(book, args.pod, contexts, run_scores=False))
+        return resume_after(_filter_answer(extender, args, decision, unknown, started), garbage)
 
 
 def _filter_answer(
-    extender: Extender,
-    args: wire.ExtenderArgs,
-    book: RuleBook,
-    contexts: list[NodeContext],
-    unknown: dict[str, str],
-    started: float,
+    extender: Extender, args: wire.ExtenderArgs, decision: Decision, unknown: dict[str, str], started: float
 ) -> Response:
-    decision = evaluate(book, args.pod, contexts, run_scores=False)
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
     verdicts = decision.nodes
@@ -244,7 +258,7 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
         book = extender.book()
         garbage: list[object] = [args]
         contexts, _ = await extender.candidates(args, garbage)
-        decision = evaluate(book, args.pod, contexts, run_filters=False)
+        decision = await extender.run(len(contexts), lambda: evaluate(book, args.pod, contexts, run_filters=False))
         found = decision.nodes
         if len(found) == len(args.names):  # every candidate evaluated, in the request's order
             answer = [{"Host": name, "Score": node.score or 0} for name, node in found.items()]
@@ -258,8 +272,8 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
 async def preempt_verb(extender: Extender, request: Request) -> Response:
     args = wire.ExtenderPreemptionArgs.parse(await extender.body(request), extender.settings.max_candidates)
     book = extender.book()
-    contexts = extender.preempt_contexts(list(args.victims))
-    decision = evaluate(book, args.pod, contexts, run_scores=False)
+    contexts = await extender.run(len(args.victims), lambda: extender.preempt_contexts(list(args.victims)))
+    decision = await extender.run(len(contexts), lambda: evaluate(book, args.pod, contexts, run_scores=False))
     kept = {name: v for name, v in args.victims.items() if name in decision.nodes and decision.nodes[name].passed}
     return json_response(wire.preemption_result(kept))
 
@@ -278,7 +292,8 @@ async def explain_verb(extender: Extender, request: Request) -> Response:
         return error_response(404, "explain is disabled: start rulesched serve with --enable-explain")
     args = extender.args(await extender.body(request))
     contexts, unknown = await extender.candidates(args)
-    decision = evaluate(extender.book(), args.pod, contexts)
+    book = extender.book()
+    decision = await extender.run(len(contexts), lambda: evaluate(book, args.pod, contexts))
     report = decision.explain(args.pod)
     report["unknownNodes"] = unknown
     return json_response(report)
