@@ -25,6 +25,8 @@ def _serve_parser(commands: Any) -> None:
     serve.add_argument("--nodes", dest="nodes_file", type=Path, help="offline node source: a NodeList file")
     serve.add_argument("--metrics", dest="metrics_file", type=Path, help="offline metrics: a NodeMetricsList file")
     serve.add_argument("--cel-engine", choices=ENGINE_NAMES, help="CEL engine (default cpp)")
+    serve.add_argument("--cel-cost-limit", type=int, help="largest estimated cost of an expression (default 1000000)")
+    serve.add_argument("--request-deadline", type=float, help="seconds to evaluate rules per request (default 2)")
     serve.add_argument("--cluster", choices=("auto", "on", "off"), help="use a Kubernetes API (default auto)")
     serve.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube)")
     serve.add_argument("--metrics-interval", type=float, help="seconds between metrics-server polls (default 15)")

@@ -53,7 +53,9 @@ class Observer:
             "generation": decision.generation,
             "durationMs": round(seconds * 1000, 3),
         }
-        message = "%s %s/%s: %d of %d nodes passed"
+        if decision.deadline_exceeded:
+            fields["deadlineExceeded"] = True
+        message = "%s %s/%s: %d of %d nodes passed" + (" (deadline exceeded)" if decision.deadline_exceeded else "")
         log.info(message, verb, identity["namespace"], identity["name"], passed, candidates, extra=fields)
         if log.isEnabledFor(logging.DEBUG):
             for node in decision.nodes.values():

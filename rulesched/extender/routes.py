@@ -3,14 +3,20 @@
 Every handler reads the active RuleBook once, so a request is answered by one generation of the
 rules. Bad input is a 400 with a JSON reason; nothing here lets an exception reach a worker. The
 garbage collector pauses while filter and prioritize are answered (see `_no_collection`).
+
+Rules are evaluated in one worker thread (`Extender.evaluate`), one request at a time, so that the event
+loop keeps answering /healthz and /readyz meanwhile; each request has a deadline (settings
+`request_deadline`), past which the rules not yet evaluated follow their failurePolicy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -27,6 +33,7 @@ from rulesched.extender import wire
 from rulesched.extender.observe import Observer
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
+from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
@@ -59,6 +66,19 @@ class Extender:
         # Full mode sends whole nodes with filter, but only names with preempt: the contexts keep the
         # nodes that have a resourceVersion, this the few that have none.
         self.seen: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
+        self.evaluator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rulesched-evaluate")
+        """The one thread rules are evaluated in: the caches are not shared between threads."""
+
+    def deadline(self) -> float:
+        """The deadline of a request that starts now, as a `time.monotonic()` value."""
+        return time.monotonic() + self.settings.request_deadline
+
+    async def evaluate(
+        self, book: RuleBook, pod: Mapping[str, Any], contexts: Sequence[NodeContext], deadline: float, **kinds: bool
+    ) -> Decision:
+        """`engine.evaluate` in the evaluation thread, cut short at `deadline`; `kinds`: run_filters, run_scores."""
+        work = functools.partial(evaluate, book, pod, contexts, deadline=deadline, **kinds)
+        return await asyncio.get_running_loop().run_in_executor(self.evaluator, work)
 
     async def body(self, request: Request) -> bytes:
         limit = self.settings.max_body_bytes
@@ -182,6 +202,7 @@ async def _resume_collection(garbage: list[object]) -> None:
 
 
 async def filter_verb(extender: Extender, request: Request) -> Response:
+    deadline = extender.deadline()
     body = await extender.body(request)
     with _no_collection() as resume_after:
         args = wire.ExtenderArgs.parse(body)
@@ -189,18 +210,17 @@ async def filter_verb(extender: Extender, request: Request) -> Response:
         book = extender.book()
         garbage: list[object] = [args]
         contexts, unknown = await extender.candidates(args, garbage)
-        return resume_after(_filter_answer(extender, args, book, contexts, unknown, started), garbage)
+        decision = await extender.evaluate(book, args.pod, contexts, deadline, run_scores=False)
+        return resume_after(_filter_answer(extender, args, decision, unknown, started), garbage)
 
 
 def _filter_answer(
     extender: Extender,
     args: wire.ExtenderArgs,
-    book: RuleBook,
-    contexts: list[NodeContext],
+    decision: Decision,
     unknown: dict[str, str],
     started: float,
 ) -> Response:
-    decision = evaluate(book, args.pod, contexts, run_scores=False)
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
     verdicts = decision.nodes
@@ -222,6 +242,7 @@ def _filter_answer(
 
 
 async def prioritize_verb(extender: Extender, request: Request) -> Response:
+    deadline = extender.deadline()
     body = await extender.body(request)
     with _no_collection() as resume_after:
         args = wire.ExtenderArgs.parse(body)
@@ -229,7 +250,7 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
         book = extender.book()
         garbage: list[object] = [args]
         contexts, _ = await extender.candidates(args, garbage)
-        decision = evaluate(book, args.pod, contexts, run_filters=False)
+        decision = await extender.evaluate(book, args.pod, contexts, deadline, run_filters=False)
         found = decision.nodes
         if len(found) == len(args.names):  # every candidate evaluated, in the request's order
             answer = [{"Host": name, "Score": node.score or 0} for name, node in found.items()]
@@ -241,10 +262,11 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
 
 
 async def preempt_verb(extender: Extender, request: Request) -> Response:
+    deadline = extender.deadline()
     args = wire.ExtenderPreemptionArgs.parse(await extender.body(request))
     book = extender.book()
     contexts = extender.preempt_contexts(list(args.victims))
-    decision = evaluate(book, args.pod, contexts, run_scores=False)
+    decision = await extender.evaluate(book, args.pod, contexts, deadline, run_scores=False)
     kept = {name: v for name, v in args.victims.items() if name in decision.nodes and decision.nodes[name].passed}
     return json_response(wire.preemption_result(kept))
 
@@ -261,9 +283,10 @@ async def bind_verb(extender: Extender, request: Request) -> Response:
 async def explain_verb(extender: Extender, request: Request) -> Response:
     if not extender.settings.enable_explain:
         return error_response(404, "explain is disabled: start rulesched serve with --enable-explain")
+    deadline = extender.deadline()
     args = wire.ExtenderArgs.parse(await extender.body(request))
     contexts, unknown = await extender.candidates(args)
-    decision = evaluate(extender.book(), args.pod, contexts)
+    decision = await extender.evaluate(extender.book(), args.pod, contexts, deadline)
     report = explain_report(args.pod, decision)
     report["unknownNodes"] = unknown
     return json_response(report)

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from rulesched.rules import reference
 from rulesched.rules.book import CompiledFilter, CompiledScore, RuleBook
 from rulesched.rules.cel import Program
+from rulesched.rules.cel import deadline as cel_deadline
 from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision, FilterResult, NodeDecision, Outcome, RuleError, ScoreResult
 from rulesched.rules.plan import (
@@ -31,6 +32,7 @@ from rulesched.rules.plan import (
     Plan,
     PodRequest,
     Rule,
+    forget,
     node_bindings,
     plan_for,
     projection,
@@ -61,8 +63,30 @@ def evaluate(
     now: datetime.datetime | None = None,
     run_filters: bool = True,
     run_scores: bool = True,
+    deadline: float | None = None,
 ) -> Decision:
-    """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass."""
+    """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass.
+
+    Past `deadline` (a `time.monotonic()` value), every rule not yet evaluated fails with the deadline's
+    error and follows its failurePolicy; the Decision says so, and the plan's caches are dropped, so that
+    no result of this request is reused."""
+    with cel_deadline(deadline) as expiry:
+        decision = _evaluate(book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores)
+    if expiry.expired:
+        decision.deadline_exceeded = True
+        forget(book)
+    return decision
+
+
+def _evaluate(
+    book: RuleBook,
+    pod: Mapping[str, Any],
+    nodes: Sequence[NodeContext],
+    *,
+    now: datetime.datetime | None,
+    run_filters: bool,
+    run_scores: bool,
+) -> Decision:
     now = now or datetime.datetime.now(datetime.UTC)
     plan = plan_for(book)
     request = plan.request(pod, now)

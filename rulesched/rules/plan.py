@@ -263,3 +263,12 @@ def plan_for(book: RuleBook) -> Plan:
         while len(_plans) > _PLANS_KEPT:
             _plans.popitem(last=False)
         return plan
+
+
+def forget(book: RuleBook) -> None:
+    """Drop the plan of `book` and its caches (results cut short by a deadline must not be reused): the
+    next request makes a new plan, with a new token, so node memos of this one are ignored."""
+    with _lock:
+        plan = _plans.get(id(book))
+        if plan is not None and plan.book is book:
+            del _plans[id(book)]
