@@ -16,9 +16,9 @@ import contextlib
 import functools
 import gc
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -77,7 +77,10 @@ class Extender:
         self, book: RuleBook, pod: Mapping[str, Any], contexts: Sequence[NodeContext], deadline: float, **kinds: bool
     ) -> Decision:
         """`engine.evaluate` in the evaluation thread, cut short at `deadline`; `kinds`: run_filters, run_scores."""
-        work = functools.partial(evaluate, book, pod, contexts, deadline=deadline, **kinds)
+        filters, scores = kinds.get("run_filters", True), kinds.get("run_scores", True)
+        work = functools.partial(
+            evaluate, book, pod, contexts, run_filters=filters, run_scores=scores, deadline=deadline
+        )
         return await asyncio.get_running_loop().run_in_executor(self.evaluator, work)
 
     async def body(self, request: Request) -> bytes:

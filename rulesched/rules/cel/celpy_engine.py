@@ -214,7 +214,7 @@ class CelpyProgram(Program):
             message = str(error)
         except RecursionError:
             message = "expression nested too deeply for the celpy engine"
-        except Exception as error:  # noqa: BLE001 - nothing an expression does may escape (docs/rules/cost.md)
+        except Exception as error:  # nothing an expression does may escape (docs/rules/cost.md)
             message = f"celpy: {type(error).__name__}: {error}"[:500]
         # Raised outside the handler, so that it refers to no celpy error, traceback or frame.
         raise CelEvalError(message)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import celpy
 import celpy.celparser
@@ -87,9 +87,7 @@ def _object(**fields: Shape) -> Shape:
 _LABELS = _map(_string(63))
 """Label values are at most 63 characters."""
 _ANNOTATIONS = _map(_string(ANNOTATIONS_BYTES))
-_METADATA = _object(
-    name=_string(253), namespace=_string(63), uid=_string(36), labels=_LABELS, annotations=_ANNOTATIONS
-)
+_METADATA = _object(name=_string(253), namespace=_string(63), uid=_string(36), labels=_LABELS, annotations=_ANNOTATIONS)
 _NUMBERS = _map(SCALAR)
 INPUTS: Mapping[str, Shape] = {
     "pod": _object(metadata=_METADATA),
@@ -229,7 +227,7 @@ class Estimator:
     # Values
 
     def _literal(self, node: lark.Tree[Any]) -> Estimate:
-        token = node.children[0]
+        token = cast(lark.Token, node.children[0])
         if token.type in ("STRING_LIT", "MLSTRING_LIT", "BYTES_LIT"):
             text = str(token).lstrip("bBrR")
             quotes = 6 if text[:3] in ('"""', "'''") else 2
@@ -382,8 +380,10 @@ def _literal_text(node: Any) -> str | None:
     """The value of a string literal (through the expression chain), else None."""
     while isinstance(node, lark.Tree) and len(node.children) == 1 and node.data != "literal":
         node = node.children[0]
-    if isinstance(node, lark.Tree) and node.data == "literal" and node.children[0].type == "STRING_LIT":
-        return str(node.children[0])[1:-1]
+    if isinstance(node, lark.Tree) and node.data == "literal":
+        token = cast(lark.Token, node.children[0])
+        if token.type == "STRING_LIT":
+            return str(token)[1:-1]
     return None
 
 
@@ -500,18 +500,97 @@ def _size(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
     return 1, SCALAR
 
 
-_ACCESSORS = (
-    # quantity, ip, cidr, url, semver: accessors and comparisons on a parsed value
-    "sign asInteger isInteger asApproximateFloat isGreaterThan isLessThan compareTo add sub "
-    "masked prefixLength family isUnspecified isLoopback isLinkLocalMulticast isLinkLocalUnicast isGlobalUnicast "
-    "getScheme getHost getHostname getPort getEscapedPath getQuery major minor patch "
-    "hasValue value orValue or of none ofNonZeroValue optMap optFlatMap "
-    "int uint double bool bytes duration timestamp type dyn getDate getDayOfMonth getDayOfWeek getDayOfYear "
-    "getFullYear getHours getMilliseconds getMinutes getMonth getSeconds abs ceil floor round trunc sqrt "
-    "isInf isNaN isFinite bitAnd bitOr bitXor bitNot bitShiftLeft bitShiftRight greatest least "
-    "first last"
-).split()
-_PARSERS = "url isURL ip isIP cidr isCIDR quantity isQuantity semver isSemver charAt reverse".split()
+_ACCESSORS: tuple[str, ...] = (
+    # quantity, ip, cidr, url, semver, optional, timestamp, math: accessors and comparisons, O(1)
+    "sign",
+    "asInteger",
+    "isInteger",
+    "asApproximateFloat",
+    "isGreaterThan",
+    "isLessThan",
+    "compareTo",
+    "add",
+    "sub",
+    "masked",
+    "prefixLength",
+    "family",
+    "isUnspecified",
+    "isLoopback",
+    "isLinkLocalMulticast",
+    "isLinkLocalUnicast",
+    "isGlobalUnicast",
+    "getScheme",
+    "getHost",
+    "getHostname",
+    "getPort",
+    "getEscapedPath",
+    "getQuery",
+    "major",
+    "minor",
+    "patch",
+    "hasValue",
+    "value",
+    "orValue",
+    "or",
+    "of",
+    "none",
+    "ofNonZeroValue",
+    "optMap",
+    "optFlatMap",
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "bytes",
+    "duration",
+    "timestamp",
+    "type",
+    "dyn",
+    "getDate",
+    "getDayOfMonth",
+    "getDayOfWeek",
+    "getDayOfYear",
+    "getFullYear",
+    "getHours",
+    "getMilliseconds",
+    "getMinutes",
+    "getMonth",
+    "getSeconds",
+    "abs",
+    "ceil",
+    "floor",
+    "round",
+    "trunc",
+    "sqrt",
+    "isInf",
+    "isNaN",
+    "isFinite",
+    "bitAnd",
+    "bitOr",
+    "bitXor",
+    "bitNot",
+    "bitShiftLeft",
+    "bitShiftRight",
+    "greatest",
+    "least",
+    "first",
+    "last",
+)
+_PARSERS: tuple[str, ...] = (
+    # parse their (string) argument once
+    "url",
+    "isURL",
+    "ip",
+    "isIP",
+    "cidr",
+    "isCIDR",
+    "quantity",
+    "isQuantity",
+    "semver",
+    "isSemver",
+    "charAt",
+    "reverse",
+)
 
 FUNCTIONS: Mapping[str, CallCost] = {
     **{name: _fixed() for name in _ACCESSORS},

@@ -150,7 +150,7 @@ class CppProgram(Program):
             if result.type() != cel.Type.ERROR:
                 return result.plain_value()
             message = str(result.value()).strip()
-        except Exception as error:  # noqa: BLE001 - cel-cpp raises some run-time errors (budget, duplicate key)
+        except Exception as error:  # cel-cpp raises some run-time errors (budget, duplicate key)
             message = _run_time_message(error)
         # Raised outside the handler, so that it refers to no frame of this evaluation.
         raise CelEvalError(message)
