@@ -1,4 +1,4 @@
-"""The rule authors' subcommands of `rulesched`: `explain`, `test` and `config scheduler`.
+"""The rule authors' subcommands of `rulesched`: `explain`, `test`, `eval` and `config scheduler`.
 
 `add_tool_commands` declares their flags on the `rulesched` parser; `run_tool_command` runs the
 chosen one and returns its exit status. Each command's work lives in its own module.
@@ -14,6 +14,7 @@ from typing import Any
 
 from rulesched.rules.cel import ENGINE_NAMES
 from rulesched.rules.errors import RulesLoadFailed
+from rulesched.tools.evaluate import EvalInputs, render, run_eval
 from rulesched.tools.explain import ExplainError, explain_local, explain_remote, extender_args
 from rulesched.tools.explain_table import render_table
 from rulesched.tools.inputs import InputError, read_nodes, read_pod
@@ -64,6 +65,20 @@ def _test_parser(commands: Any) -> None:
     test.add_argument("--verbose", "-v", action="store_true", help="list passing cases too")
 
 
+def _eval_parser(commands: Any) -> None:
+    evaluate = commands.add_parser(
+        "eval",
+        help="evaluate one CEL expression in the rules' environment",
+        description="Exit status: 0 with a value, 1 with an error (compile, runtime or cost), 2 for unusable input.",
+    )
+    evaluate.add_argument("expression", help="the CEL expression")
+    evaluate.add_argument("--pod", help="the Pod, JSON or YAML; - reads standard input (default: {})")
+    evaluate.add_argument("--node", type=Path, help="the Node, JSON or YAML (default: {})")
+    evaluate.add_argument("--metrics", type=Path, help="a NodeMetricsList with the node's sample")
+    evaluate.add_argument("--cel-engine", choices=ENGINE_NAMES, default="cpp", help="CEL engine (default cpp)")
+    evaluate.add_argument("--output", "-o", choices=("text", "json"), default="text")
+
+
 def _config_parser(commands: Any) -> None:
     config = commands.add_parser("config", help="generate configuration for the components around rulesched")
     kinds = config.add_subparsers(dest="config_kind", required=True, metavar="KIND")
@@ -90,6 +105,7 @@ def add_tool_commands(commands: Any) -> None:
     """Register the tool subcommands on the `rulesched` parser."""
     _explain_parser(commands)
     _test_parser(commands)
+    _eval_parser(commands)
     _config_parser(commands)
 
 
@@ -101,6 +117,8 @@ def run_tool_command(args: argparse.Namespace) -> int:
         return _test(args)
     if args.command == "config":
         return _config(args)
+    if args.command == "eval":
+        return _eval(args)
     raise SystemExit(f"rulesched: unknown command {args.command!r}")
 
 
@@ -142,6 +160,15 @@ def _explain(args: argparse.Namespace) -> int:
     text = json.dumps(report, indent=2) + "\n" if args.output == "json" else render_table(report)
     sys.stdout.write(text)
     return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    try:
+        answer = run_eval(args.expression, args.cel_engine, EvalInputs(args.pod, args.node, args.metrics))
+    except InputError as error:
+        return _fail(str(error), 2)
+    sys.stdout.write(render(answer, args.output))
+    return 0 if "value" in answer else 1
 
 
 def _test(args: argparse.Namespace) -> int:

@@ -247,11 +247,13 @@ def convert(value: Any) -> Any:
 
 
 _INT_RANGE = range(-(2**63), 2**63)
+_UINT_RANGE = range(2**63, 2**64)
 
 
 def _careful(value: Any) -> Any:
-    """`json_to_cel`, value by value: an integer outside 64 bits (or an unknown type) becomes a celpy
-    error value, which fails only the expressions that read it (cel-cpp does the same when reading it)."""
+    """`json_to_cel`, value by value: an integer of 2^63 or more is a uint (as on cel-cpp); one outside 64
+    bits (or an unknown type) becomes a celpy error value, which fails only the expressions that read it
+    (cel-cpp refuses it when reading it)."""
     if isinstance(value, Mapping):
         return celtypes.MapType({celtypes.StringType(str(k)): _careful(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
@@ -261,6 +263,8 @@ def _careful(value: Any) -> Any:
     if isinstance(value, int):
         if value in _INT_RANGE:
             return celtypes.IntType(value)
+        if value in _UINT_RANGE:  # as cel-cpp reads it
+            return celtypes.UintType(value)
         return celpy.evaluation.CELEvalError(f"integer value {value} out of range")
     if isinstance(value, float):
         return celtypes.DoubleType(value)
