@@ -90,6 +90,7 @@ def _config_parser(commands: Any) -> None:
     add("--bind", action="store_true", help="let rulesched bind (serve it with --enable-bind)")
     add("--preempt", action="store_true", help="ask rulesched which preemption victims are acceptable")
     add("--timeout", default="5s", help="httpTimeout, a Go duration (default %(default)s)")
+    add("--request-deadline", type=float, default=2.0, help="the server's --request-deadline (default %(default)s)")
     add("--ignorable", action="store_true", help="on extender errors schedule without it instead of failing")
     add("--scheduler-name", help="run as a second scheduler: its profile name and leader election lease")
     add("--namespace", default="rulesched-system", help="the lease's namespace (default %(default)s)")
@@ -198,6 +199,7 @@ def _config(args: argparse.Namespace) -> int:
         tls_server_name=args.tls_server_name,
         ignorable=args.ignorable,
         managed_resources=tuple(args.managed_resource),
+        request_deadline=args.request_deadline,
     )
     try:
         sys.stdout.write(render_configuration(options))
