@@ -7,10 +7,7 @@ the cluster behind a loopback API server and check that the next lookup sees the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.kube import KubeAccess
@@ -19,15 +16,6 @@ from rulesched.cluster.nodecache import NodeCache
 from rulesched.cluster.sources import ChangeLog
 from rulesched.rules.context import NodeContext, node_context, resource_numbers
 from tests.kubeapi import KubeAPI, wait_for
-
-
-@pytest.fixture
-def cache(access: KubeAccess) -> Iterator[NodeCache]:
-    cache = NodeCache(access.api, backoff_initial=0.02, backoff_max=0.1, connect_timeout=1.0)
-    cache.start()
-    assert cache.wait_ready(5)
-    yield cache
-    cache.stop()
 
 
 def one(contexts: NodeContexts, name: str) -> NodeContext | None:

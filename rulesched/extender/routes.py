@@ -37,7 +37,6 @@ from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
-from rulesched.tools.explain import explain_report
 
 _SEEN_NODES = 10_000
 
@@ -290,6 +289,6 @@ async def explain_verb(extender: Extender, request: Request) -> Response:
     args = wire.ExtenderArgs.parse(await extender.body(request))
     contexts, unknown = await extender.candidates(args)
     decision = await extender.evaluate(extender.book(), args.pod, contexts, deadline)
-    report = explain_report(args.pod, decision)
+    report = decision.explain(args.pod)
     report["unknownNodes"] = unknown
     return json_response(report)

@@ -72,6 +72,19 @@ def node_name(node: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) else ""
 
 
+DEFAULT_NAMESPACE = "default"
+"""A pod sent without a namespace is in "default", as the API server and kube-scheduler take it."""
+
+
+def pod_identity(pod: Mapping[str, Any]) -> dict[str, str]:
+    """The pod's namespace, name and uid as strings ("" when absent; the namespace defaults to "default")."""
+    metadata = pod.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    identity = {key: str(metadata.get(key) or "") for key in ("namespace", "name", "uid")}
+    identity["namespace"] = identity["namespace"] or DEFAULT_NAMESPACE
+    return identity
+
+
 def metrics_map(usage: NodeUsage | None, allocatable: Mapping[str, float], now: datetime.datetime) -> dict[str, Any]:
     """The `metrics` variable: keys present only for what is known."""
     if usage is None:

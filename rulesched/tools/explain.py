@@ -1,6 +1,6 @@
 """`rulesched explain`: why a pod would land where it lands, rule by rule and node by node.
 
-`explain_report` is the one shape of an explanation: the server's `POST /explain` answers it, the
+`Decision.explain(pod)` is the one shape of an explanation: the server's `POST /explain` answers it, the
 local mode builds it from the same evaluation as the server (`inputs.decide`), and both outputs
 (JSON, table) are printed from it. In server mode the report comes from a running extender.
 """
@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from rulesched.rules.cel import EngineName, make_engine
-from rulesched.rules.decision import Decision
 from rulesched.rules.loader import load_rule_book
 from rulesched.tools.inputs import decide, read_metrics
 
@@ -27,22 +26,6 @@ class ExplainError(Exception):
     """The server could not be asked or answered badly; the message says what to do."""
 
 
-def pod_identity(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod's namespace, name and uid (the namespace defaults as in Kubernetes)."""
-    metadata = pod.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
-    return {
-        "namespace": metadata.get("namespace") or "default",
-        "name": metadata.get("name"),
-        "uid": metadata.get("uid"),
-    }
-
-
-def explain_report(pod: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
-    """The explanation of `decision` for `pod`: `{"pod": {...}, **decision.as_dict()}`. Pure."""
-    return {"pod": pod_identity(pod), **decision.as_dict()}
-
-
 def explain_local(
     rules: Sequence[Path],
     engine: EngineName,
@@ -52,7 +35,7 @@ def explain_local(
 ) -> dict[str, Any]:
     """The report of the server's evaluation, run here on the given files (raises on bad input)."""
     book = load_rule_book(list(rules), make_engine(engine))
-    return explain_report(pod, decide(book, pod, nodes, read_metrics(metrics)))
+    return decide(book, pod, nodes, read_metrics(metrics)).explain(pod)
 
 
 def extender_args(

@@ -179,7 +179,8 @@ def make_engine(name: EngineName, limits: Limits | None = None) -> Engine:
     elif name == "celpy":
         from rulesched.rules.cel.celpy_engine import CelpyEngine
 
-        engine = CelpyEngine()
+        # cel-cpp's type checker gives each expression its result type, which celpy does not compute.
+        engine = CelpyEngine(checker=make_engine("cpp"))
     else:
         raise ValueError(f"unknown CEL engine {name!r}: choose one of {', '.join(ENGINE_NAMES)}")
     if limits is not None:

@@ -9,8 +9,9 @@ tracked through the expression: a literal has its own size, an input field the s
 `INPUTS` (Kubernetes' own limits where it has them), a concatenation the sum of its parts, `map()` the
 size of its range. docs/rules/cost.md explains the model, the assumed sizes and how to read an error.
 
-The estimate walks celpy's parse tree (lark), which every install has; it needs no type checker:
-where the type is unknown a value counts as the larger of a string and a list of the assumed sizes.
+The estimate walks the parse tree of `rulesched.rules.cel.analysis` (cel-python's lark grammar, with the
+optional syntax), which every install has; it needs no type checker: where the type is unknown, a
+value counts as a string or a list of the assumed sizes, as it is used.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import celpy
-import celpy.celparser
 import lark
+
+from rulesched.rules.cel.analysis import syntax_tree
 
 MAX_REQUEST_BYTES = 3 * 1024 * 1024
 """Kubernetes' maxRequestSizeBytes: no object (pod, node) is larger."""
@@ -135,10 +136,9 @@ class Estimator:
         """Line and column of the smallest part of the expression that alone is over `limit`."""
 
     def estimate(self, source: str) -> Estimate:
-        try:
-            tree = celpy.Environment().compile(source)
-        except celpy.celparser.CELParseError as error:
-            raise CostEstimateError(f"cannot estimate the cost: {str(error).splitlines()[0]}") from error
+        tree = syntax_tree(source)
+        if tree is None:
+            raise CostEstimateError("cannot estimate the cost: the CEL grammar cannot parse this expression")
         found = self.visit(tree)
         # A rule set variable is evaluated at most once per evaluation (lazily), however often it is read.
         extra = sum(self.variables[name].cost for name in self.read_variables)
