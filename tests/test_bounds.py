@@ -193,6 +193,27 @@ def test_the_cost_limit_is_a_setting(tmp_path: Path) -> None:
         load_spec(tmp_path, make_engine("cpp", Limits(cost=50_000)), spec)
 
 
+def test_a_hot_reload_over_the_cost_limit_is_rejected_and_the_old_rules_stay(tmp_path: Path) -> None:
+    from rulesched.rules.store import RuleStore
+
+    write_rules(tmp_path, rule_set("bomb", string_bomb(4)))
+    store = RuleStore([tmp_path], make_engine("cpp"))
+    assert store.reload() == "loaded"
+    write_rules(tmp_path, rule_set("bomb", string_bomb(7)))
+    assert store.reload() == "rejected"
+    assert store.book is not None
+    assert store.book.generation == 1
+    assert store.last_rejected is not None
+    assert any("estimated worst-case cost" in e.message for e in store.last_rejected.errors)
+
+
+def test_the_estimate_of_an_expression_too_deep_for_the_estimator_is_a_cost_error() -> None:
+    from rulesched.rules.cel.cost import CostEstimateError
+
+    with pytest.raises(CostEstimateError, match="nested too deeply"):
+        estimate("(" * 400 + "1" + ")" * 400)
+
+
 def test_check_reports_the_cost_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_rules(tmp_path, rule_set("bomb", string_bomb(7)))
     assert main(["check", str(tmp_path)]) == 1

@@ -139,7 +139,10 @@ class Estimator:
         tree = syntax_tree(source)
         if tree is None:
             raise CostEstimateError("cannot estimate the cost: the CEL grammar cannot parse this expression")
-        found = self.visit(tree)
+        try:
+            found = self.visit(tree)
+        except RecursionError:
+            raise CostEstimateError("cannot estimate the cost: the expression is nested too deeply") from None
         # A rule set variable is evaluated at most once per evaluation (lazily), however often it is read.
         extra = sum(self.variables[name].cost for name in self.read_variables)
         position = self.culprit or ((1, 1) if self.limit is not None and found.cost + extra > self.limit else None)
