@@ -345,6 +345,23 @@ def test_the_deadline_is_counted_in_metrics_and_marked_in_explain(hostile: str) 
         assert any("budget" in e["error"] for e in report["errors"] if e["rule"] == "nested")
 
 
+def test_the_decision_log_marks_a_request_cut_short_by_the_deadline(
+    hostile: str, caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest
+) -> None:
+    with caplog.at_level("INFO", logger="rulesched.decision"), httpx.Client(base_url=hostile, timeout=30) as client:
+        assert client.post("/prioritize", json=names_args(POD)).status_code == 200
+        metrics = client.get("/metrics").text
+    lines = [r for r in caplog.records if r.name == "rulesched.decision"]
+    assert lines
+    marked = [r for r in lines if getattr(r, "deadlineExceeded", False)]
+    if request.node.callspec.params["hostile"] == "celpy":  # the 100 x 100 score runs into the deadline
+        assert 'rulesched_deadline_exceeded_total{verb="prioritize"}' in metrics
+        assert marked
+        assert marked[-1].getMessage().endswith("(deadline exceeded)")
+    else:
+        assert not marked
+
+
 # 5. The tools: no traceback, whatever the rule or the input.
 
 
