@@ -5,8 +5,9 @@ rules. Bad input is a 400 with a JSON reason; nothing here lets an exception rea
 garbage collector pauses while filter and prioritize are answered (see `_no_collection`).
 
 Rules are evaluated in one worker thread (`Extender.evaluate`), one request at a time, so that the event
-loop keeps answering /healthz and /readyz meanwhile; each request has a deadline (settings
-`request_deadline`), past which the rules not yet evaluated follow their failurePolicy.
+loop keeps answering /healthz and /readyz meanwhile; a call the caches answer is answered on the loop,
+without the trip to the thread. Each request has a deadline (settings `request_deadline`), past which
+the rules not yet evaluated follow their failurePolicy.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
+from rulesched.rules.plan import NeedsEvaluationError, lookups_only
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 
@@ -66,7 +68,9 @@ class Extender:
         # nodes that have a resourceVersion, this the few that have none.
         self.seen: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
         self.evaluator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rulesched-evaluate")
-        """The one thread rules are evaluated in: the caches are not shared between threads."""
+        """The one thread rules are evaluated in."""
+        self.evaluating = 0
+        """Calls handed to the evaluation thread and not yet answered (changed on the event loop only)."""
 
     def deadline(self) -> float:
         """The deadline of a request that starts now, as a `time.monotonic()` value."""
@@ -75,12 +79,24 @@ class Extender:
     async def evaluate(
         self, book: RuleBook, pod: Mapping[str, Any], contexts: Sequence[NodeContext], deadline: float, **kinds: bool
     ) -> Decision:
-        """`engine.evaluate` in the evaluation thread, cut short at `deadline`; `kinds`: run_filters, run_scores."""
+        """`engine.evaluate`, cut short at `deadline`; `kinds`: run_filters, run_scores. A call the caches
+        answer (a replica, say) is answered here; any other runs in the evaluation thread. Evaluations never
+        overlap: the caches are not shared between threads."""
         filters, scores = kinds.get("run_filters", True), kinds.get("run_scores", True)
         work = functools.partial(
             evaluate, book, pod, contexts, run_filters=filters, run_scores=scores, deadline=deadline
         )
-        return await asyncio.get_running_loop().run_in_executor(self.evaluator, work)
+        if not self.evaluating:
+            try:
+                with lookups_only():
+                    return work()
+            except NeedsEvaluationError:
+                pass
+        self.evaluating += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.evaluator, work)
+        finally:
+            self.evaluating -= 1
 
     async def body(self, request: Request) -> bytes:
         limit = self.settings.max_body_bytes

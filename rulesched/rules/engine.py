@@ -37,6 +37,7 @@ from rulesched.rules.plan import (
     plan_for,
     projection,
     remember,
+    work,
 )
 
 MAX_SCORE = reference.MAX_SCORE
@@ -103,8 +104,10 @@ def _evaluate(
     decision.nodes = {v.name: v for v in verdicts}
     if len(decision.nodes) != len(nodes):
         # Repeated names share one NodeDecision; kube-scheduler never sends them, the reference copes.
+        work()
         return reference.evaluate(book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores)
     if run_filters and run_scores:
+        work()
         passing = [i for i, v in enumerate(verdicts) if v.passed]
         memos = _memos(plan, [nodes[i] for i in passing])
         _score(plan, request, scores, [nodes[i] for i in passing], memos, decision)
@@ -126,6 +129,7 @@ def _applying(plan: Plan, request: PodRequest, decision: Decision) -> list[int]:
     key = request.key_for(plan.conditions_read_now)
     found = plan.applying.get(key)
     if found is None:
+        work()
         engine = plan.book.engine
         shared = {name: engine.convert(value) for name, value in request.values.items()}
         probe = Decision(generation=0, applied=[], nodes={})
@@ -238,6 +242,7 @@ def _filter(
         memo.filtered if (memo := node.memo or NO_MEMO).filter_key is key else memo.decisions.get(key) for node in nodes
     ]
     if not all(found):  # `None in found` compares each tuple with None: slower
+        work()
         memos = _memos(plan, nodes)
         missing = [i for i, hit in enumerate(found) if hit is None]
         for i, built in zip(missing, _verdicts(plan, request, rules, nodes, memos, missing), strict=True):
@@ -430,6 +435,7 @@ def _prioritize(
     key = plan.key("prioritize", tuple(r.position for r in rules), pods, ranges)
     found: list[Cached | None] = [memo.scored if memo.score_key is key else memo.decisions.get(key) for memo in memos]
     if not all(found):
+        work()
         missing = [i for i, hit in enumerate(found) if hit is None]
         fresh = Decision(generation=0, applied=[], nodes={nodes[i].name: NodeDecision(nodes[i].name) for i in missing})
         _score(plan, request, rules, [nodes[i] for i in missing], [memos[i] for i in missing], fresh, ranges)
@@ -523,6 +529,7 @@ def _score_outcomes(
     found: list[ScoreOutcome | None] = [m.per_pod.get(key) for m in memos]
     missing = [i for i, hit in enumerate(found) if hit is None]
     if missing:
+        work()
         results, _, _ = _run(
             plan,
             request,
