@@ -20,7 +20,7 @@ from rulesched.rules.cel.cost import estimate
 from rulesched.rules.errors import RulesLoadFailed
 from rulesched.settings import Settings
 from tests.builders import load_spec, make_context, make_node, make_pod, rule_set, write_rules
-from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, RULES
+from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, REPO, RULES
 from tests.server import running_server
 
 ENGINES = ["cpp", "celpy"]
@@ -395,6 +395,43 @@ def test_the_decision_log_marks_a_request_cut_short_by_the_deadline(
         assert marked[-1].getMessage().endswith("(deadline exceeded)")
     else:
         assert not marked
+
+
+def test_sigterm_during_a_long_evaluation_ends_the_server_after_answering_it(tmp_path: Path) -> None:
+    """The issue's celpy case: a 300 x 300 comprehension made SIGTERM wait for ever. Now the call ends at its
+    deadline, is answered, and the server exits."""
+    import subprocess
+    import sys
+
+    from tests.server import _wait_for_port
+
+    spec = f'filters:\n- name: nested\n  expression: "{NESTED_300}"\n  failurePolicy: Ignore'
+    write_rules(tmp_path / "rules", rule_set("slow", spec))
+    command = [sys.executable, "-m", "rulesched", "serve", "--host", "127.0.0.1", "--port", "0", "--cluster", "off"]
+    command += ["--rules", str(tmp_path / "rules"), "--nodes", str(EXAMPLE_NODES), "--cel-engine", "celpy"]
+    command += ["--request-deadline", "1.5"]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(command, cwd=REPO, stdout=output, stderr=subprocess.STDOUT)
+    answers: list[int] = []
+    try:
+        port = _wait_for_port(process, log)
+
+        def ask() -> None:
+            answer = httpx.post(f"http://127.0.0.1:{port}/filter", json=names_args(POD), timeout=30)
+            answers.append(answer.status_code)
+
+        asking = threading.Thread(target=ask, daemon=True)
+        asking.start()
+        time.sleep(0.5)  # the evaluation is under way
+        process.terminate()
+        assert process.wait(timeout=20) is not None
+        asking.join(20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert answers == [200]
 
 
 # 5. The tools: no traceback, whatever the rule or the input.
