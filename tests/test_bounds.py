@@ -113,6 +113,16 @@ def test_a_list_built_past_the_size_budget_is_an_error_on_celpy() -> None:
         program.evaluate(engine.bindings({}))
 
 
+def test_a_catastrophic_regex_is_linear_on_cpp() -> None:
+    """cel-cpp's `matches` is RE2: a pattern that backtracks exponentially in Python's `re` (over 30 characters:
+    hours) answers at once. (celpy's `matches` and both engines' `find` use RE2 once issue 11's library
+    part lands.)"""
+    engine = make_engine("cpp")
+    program = engine.compile("pod.metadata.name.matches('^(a+)+$')")
+    bindings = engine.bindings({"pod": engine.convert({"metadata": {"name": "a" * 40 + "!"}})})
+    assert program.evaluate(bindings) is False
+
+
 # 2. The deadline: rules not evaluated follow their failurePolicy, and nothing of it is cached.
 
 DEADLINE_SPEC = """
