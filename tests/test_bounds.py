@@ -193,6 +193,25 @@ def test_a_call_the_caches_answer_needs_no_evaluation_and_gets_the_same_answer(t
     assert evaluate(book, make_pod("another-pod"), nodes, run_filters=filters, run_scores=not filters).nodes
 
 
+def test_a_message_expression_cannot_make_an_answer_of_megabytes(tmp_path: Path) -> None:
+    from rulesched.rules.engine import evaluate
+    from rulesched.rules.reference import MESSAGE_MAX
+
+    spec = f"""
+filters:
+- name: never
+  expression: "false"
+  messageExpression: "node.metadata.name + '{"m" * 3000}'"
+"""
+    book = load_spec(tmp_path, make_engine("cpp"), spec)
+    decision = evaluate(book, make_pod("web"), [make_context(make_node("node-1"))])
+    reason = decision.nodes["node-1"].filters[0].message
+    assert reason is not None
+    assert len(reason) == MESSAGE_MAX
+    assert reason.startswith("node-1mmm")
+    assert reason.endswith("…")
+
+
 # 3. The cost estimate at load time.
 
 
