@@ -417,6 +417,9 @@ def test_the_decision_log_marks_a_request_cut_short_by_the_deadline(
         metrics = client.get("/metrics").text
     lines = [r for r in caplog.records if r.name == "rulesched.decision"]
     assert lines
+    errors = lines[-1].ruleErrors  # type: ignore[attr-defined]
+    assert errors["hostile/nested-score"]["nodes"] == len(NAMES)
+    assert errors["hostile/nested-score"]["error"]
     marked = [r for r in lines if getattr(r, "deadlineExceeded", False)]
     if request.node.callspec.params["hostile"] == "celpy":  # the 100 x 100 score runs into the deadline
         assert 'rulesched_deadline_exceeded_total{verb="prioritize"}' in metrics
