@@ -276,8 +276,10 @@ class Estimator:
         return Estimate(2, known.shape)
 
     def _member_index(self, node: lark.Tree[Any]) -> Estimate:
-        container, index = (self.visit(c) for c in node.children)
         key = _literal_text(node.children[1])
+        if key is not None and _is_ident(node.children[0], "variables") and not self._is_local("variables"):
+            return self._variable(key)
+        container, index = (self.visit(c) for c in node.children)
         shape = container.shape.member(key) if key is not None else container.shape.element()
         return Estimate(container.cost + index.cost + 1, shape)
 
@@ -295,7 +297,7 @@ class Estimator:
         target_node, name_token = node.children[0], node.children[1]
         name = str(name_token)
         arguments = _arguments(node)
-        if name in _MACROS and arguments and all(_ident_name(a) for a in arguments[:-1]):
+        if name in _MACROS and len(arguments) >= 2 and all(_ident_name(a) for a in arguments[:-1]):
             return self._comprehension(name, target_node, arguments)
         if name == "bind" and _is_ident(target_node, "cel") and len(arguments) == 3:
             return self._bind(arguments)
@@ -322,7 +324,11 @@ class Estimator:
         names = [_ident_name(a) or "" for a in arguments[:-1]]
         count = target.shape.length(as_list=True)
         element = target.shape.element()
-        scope = {names[0]: element} if len(names) == 1 else {names[0]: SCALAR, names[-1]: element}
+        key = ANY if target.shape.mapping or target.shape.unknown else SCALAR  # a map's keys, or a list's index
+        if len(names) == 1:
+            scope = {names[0]: key if target.shape.mapping else element}  # over a map: its keys
+        else:
+            scope = {names[0]: key, names[-1]: element}
         self.locals.append(scope)
         try:
             bodies = [self.visit(a) for a in arguments[len(names) :]]
