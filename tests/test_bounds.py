@@ -227,6 +227,19 @@ def test_the_estimate_follows_kubernetes_model() -> None:
     assert estimate("node.metadata.labels['zone'].matches('^eu-[a-z]+$')").cost < 100  # label values: 63
 
 
+def test_a_variable_costs_the_same_read_as_a_field_or_by_index_and_once_per_expression() -> None:
+    from rulesched.rules.cel.cost import Estimate, Shape
+
+    known = {"big": Estimate(500_000, Shape(size=10))}
+    by_field = estimate("variables.big == 'a'", known).cost
+    assert by_field == estimate("variables['big'] == 'a'", known).cost > 500_000
+    assert estimate("variables.big == 'a' && variables.big != 'b'", known).cost < 2 * 500_000
+
+
+def test_a_macro_name_called_like_a_function_is_a_plain_call() -> None:
+    assert estimate("[1].map(y)").cost == estimate("[1].other(y)").cost
+
+
 def test_unknown_functions_cost_a_pass_over_their_arguments() -> None:
     assert estimate("someFunction('abc')").cost == 1 + 3
     assert estimate(f"someFunction({numbers(50)})").cost == 10 + 1 + 50
