@@ -30,6 +30,16 @@ class Settings(BaseSettings):
     """TCP port to listen on."""
     cel_engine: Literal["cpp", "celpy"] = "cpp"
     """CEL engine: cpp (cel-expr-python, fast) or celpy (pure Python reference)."""
+    cel_cost_limit: int = Field(1_000_000, ge=1)
+    """Largest estimated worst-case cost of one expression; costlier ones do not load (docs/rules/cost.md).
+    The default is Kubernetes' per-expression limit (PerCallLimit)."""
+    cel_budget_steps: int = Field(1_000_000, ge=1)
+    """Evaluation steps one expression may take on one node (celpy engine; cel-cpp has its own iteration limit)."""
+    cel_budget_size: int = Field(1_000_000, ge=1)
+    """Longest string, list or map one evaluation may build, in characters or elements (celpy engine)."""
+    request_deadline: float = Field(2.0, gt=0, le=60)
+    """Seconds a filter, prioritize or preempt call may spend evaluating rules; past it, the rules not yet
+    evaluated follow their failurePolicy (docs/rules/cost.md). Keep it under kube-scheduler's httpTimeout."""
     nodes_file: Path | None = None
     """Offline node source for names mode: a NodeList in JSON or YAML."""
     metrics_file: Path | None = None
@@ -79,8 +89,8 @@ class Settings(BaseSettings):
     """cpp engine: evaluations a node's kept CEL activation serves before it is made again; bounds the memory
     cel-expr-python keeps inside it for every program evaluated against it."""
     thread_candidates: int = Field(2000, ge=0)
-    """Requests with more candidates than this are worked out in a worker thread (one at a time), so that
-    the event loop keeps answering health checks meanwhile; smaller ones run on the event loop."""
+    """Requests with more candidates than this have their node contexts built in the evaluation thread too
+    (rules always run there), so that the event loop keeps answering health checks meanwhile."""
     max_node_fetches: int = Field(32, ge=0)
     """Most direct GETs of node names the cache lacks, per request; the other unknown names are answered
     as unresolvable at once."""

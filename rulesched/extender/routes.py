@@ -3,16 +3,23 @@
 Every handler reads the active RuleBook once, so a request is answered by one generation of the
 rules. Bad input is a 400 with a JSON reason; nothing here lets an exception reach a worker. The
 garbage collector pauses while filter and prioritize are answered (see `_no_collection`).
+
+Rules are evaluated in one worker thread (`Extender.evaluate`), one request at a time, so that the event
+loop keeps answering /healthz and /readyz meanwhile; a call the caches answer is answered on the loop,
+without the trip to the thread. Each request has a deadline (settings `request_deadline`), past which
+the rules not yet evaluated follow their failurePolicy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import orjson
@@ -29,6 +36,7 @@ from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
+from rulesched.rules.plan import NeedsEvaluationError, lookups_only
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 
@@ -64,22 +72,48 @@ class Extender:
         # Full mode sends whole nodes with filter, but only names with preempt: the contexts keep the
         # nodes that have a resourceVersion, this the few that have none.
         self.seen: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
-        self._large = asyncio.Lock()
-        """Held while a large request's work runs in a worker thread (see `run`)."""
+        self.evaluator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rulesched-evaluate")
+        """The one thread rules are evaluated in."""
+        self.evaluating = 0
+        """Calls handed to the evaluation thread and not yet answered (changed on the event loop only)."""
 
-    async def run(self, size: int, work: Callable[[], T]) -> T:
-        """`work()` for a request of `size` candidates, without stalling the event loop.
+    def deadline(self) -> float:
+        """The deadline of a request that starts now, as a `time.monotonic()` value."""
+        return time.monotonic() + self.settings.request_deadline
 
-        Above `--thread-candidates` the work runs in a worker thread, so that /healthz and /readyz keep
-        answering meanwhile; one such at a time, and the others wait for it: the rule caches are shared
-        and not made for two threads. Smaller work runs on the loop, where it cannot interleave."""
-        if size > self.settings.thread_candidates:
-            async with self._large:
-                return await run_in_threadpool(work)
-        if self._large.locked():
-            async with self._large:
-                return work()
-        return work()
+    async def evaluate(
+        self, book: RuleBook, pod: Mapping[str, Any], contexts: Sequence[NodeContext], deadline: float, **kinds: bool
+    ) -> Decision:
+        """`engine.evaluate`, cut short at `deadline`; `kinds`: run_filters, run_scores. A call the caches
+        answer (a replica, say) is answered here; any other runs in the evaluation thread. Evaluations never
+        overlap: the caches are not shared between threads."""
+        filters, scores = kinds.get("run_filters", True), kinds.get("run_scores", True)
+        work = functools.partial(
+            evaluate, book, pod, contexts, run_filters=filters, run_scores=scores, deadline=deadline
+        )
+        if not self.evaluating:
+            try:
+                with lookups_only():
+                    return work()
+            except NeedsEvaluationError:
+                pass
+        self.evaluating += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.evaluator, work)
+        finally:
+            self.evaluating -= 1
+
+    async def in_evaluator(self, size: int, work: Callable[[], T]) -> T:
+        """`work()` (building a request's node contexts, say): in the evaluation thread when the request has
+        more than `--thread-candidates` candidates, so that the event loop keeps answering meanwhile, and
+        never beside an evaluation; on the loop otherwise."""
+        if size <= self.settings.thread_candidates:
+            return work()
+        self.evaluating += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.evaluator, work)
+        finally:
+            self.evaluating -= 1
 
     async def body(self, request: Request) -> bytes:
         """The whole body, at most `--max-body-bytes`, arrived within `--body-timeout`."""
@@ -116,8 +150,8 @@ class Extender:
         nodes, names = args.nodes, args.node_names or []
         if nodes is not None:
             self._remember(nodes, replaced if replaced is not None else [])
-            return await self.run(len(nodes), lambda: self.contexts.for_objects(nodes)), {}
-        known, unknown = await self.run(len(names), lambda: self.contexts.for_names(names))
+            return await self.in_evaluator(len(nodes), lambda: self.contexts.for_objects(nodes)), {}
+        known, unknown = await self.in_evaluator(len(names), lambda: self.contexts.for_names(names))
         if not unknown:
             return known, {}
         return await self._fetch_missing(args.node_names or [], known, unknown)
@@ -216,6 +250,7 @@ async def _resume_collection(garbage: list[object]) -> None:
 
 
 async def filter_verb(extender: Extender, request: Request) -> Response:
+    deadline = extender.deadline()
     body = await extender.body(request)
     with _no_collection() as resume_after:
         args = extender.args(body)
@@ -223,12 +258,16 @@ async def filter_verb(extender: Extender, request: Request) -> Response:
         book = extender.book()
         garbage: list[object] = [args]
         contexts, unknown = await extender.candidates(args, garbage)
-        decision = await extender.run(len(contexts), lambda: evaluate(book, args.pod, contexts, run_scores=False))
+        decision = await extender.evaluate(book, args.pod, contexts, deadline, run_scores=False)
         return resume_after(_filter_answer(extender, args, decision, unknown, started), garbage)
 
 
 def _filter_answer(
-    extender: Extender, args: wire.ExtenderArgs, decision: Decision, unknown: dict[str, str], started: float
+    extender: Extender,
+    args: wire.ExtenderArgs,
+    decision: Decision,
+    unknown: dict[str, str],
+    started: float,
 ) -> Response:
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
@@ -251,6 +290,7 @@ def _filter_answer(
 
 
 async def prioritize_verb(extender: Extender, request: Request) -> Response:
+    deadline = extender.deadline()
     body = await extender.body(request)
     with _no_collection() as resume_after:
         args = extender.args(body)
@@ -258,7 +298,7 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
         book = extender.book()
         garbage: list[object] = [args]
         contexts, _ = await extender.candidates(args, garbage)
-        decision = await extender.run(len(contexts), lambda: evaluate(book, args.pod, contexts, run_filters=False))
+        decision = await extender.evaluate(book, args.pod, contexts, deadline, run_filters=False)
         found = decision.nodes
         if len(found) == len(args.names):  # every candidate evaluated, in the request's order
             answer = [{"Host": name, "Score": node.score or 0} for name, node in found.items()]
@@ -270,10 +310,11 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
 
 
 async def preempt_verb(extender: Extender, request: Request) -> Response:
+    deadline = extender.deadline()
     args = wire.ExtenderPreemptionArgs.parse(await extender.body(request), extender.settings.max_candidates)
     book = extender.book()
-    contexts = await extender.run(len(args.victims), lambda: extender.preempt_contexts(list(args.victims)))
-    decision = await extender.run(len(contexts), lambda: evaluate(book, args.pod, contexts, run_scores=False))
+    contexts = await extender.in_evaluator(len(args.victims), lambda: extender.preempt_contexts(list(args.victims)))
+    decision = await extender.evaluate(book, args.pod, contexts, deadline, run_scores=False)
     kept = {name: v for name, v in args.victims.items() if name in decision.nodes and decision.nodes[name].passed}
     return json_response(wire.preemption_result(kept))
 
@@ -290,10 +331,10 @@ async def bind_verb(extender: Extender, request: Request) -> Response:
 async def explain_verb(extender: Extender, request: Request) -> Response:
     if not extender.settings.enable_explain:
         return error_response(404, "explain is disabled: start rulesched serve with --enable-explain")
+    deadline = extender.deadline()
     args = extender.args(await extender.body(request))
     contexts, unknown = await extender.candidates(args)
-    book = extender.book()
-    decision = await extender.run(len(contexts), lambda: evaluate(book, args.pod, contexts))
+    decision = await extender.evaluate(extender.book(), args.pod, contexts, deadline)
     report = decision.explain(args.pod)
     report["unknownNodes"] = unknown
     return json_response(report)
