@@ -745,3 +745,13 @@ def test_dockerignore_lets_through_what_the_build_copies() -> None:
     assert sources
     assert sources <= included
     assert all((REPO / source).exists() for source in sources)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_tokens_are_mounted_only_where_a_deployment_asks_for_one(variant: str) -> None:
+    objects = render(variant)
+    accounts = [o for o in objects if o["kind"] == "ServiceAccount"]
+    assert accounts
+    assert all(a["automountServiceAccountToken"] is False for a in accounts)
+    for spec in pod_specs(objects):  # each calls the API under its own account
+        assert spec["automountServiceAccountToken"] is True
