@@ -61,11 +61,14 @@ def evaluate(
     now: datetime.datetime | None = None,
     run_filters: bool = True,
     run_scores: bool = True,
+    namespace: Mapping[str, Any] | None = None,
 ) -> Decision:
-    """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass."""
+    """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass.
+
+    `namespace` is the pod's Namespace object (`namespaceObject`), None when not known."""
     now = now or datetime.datetime.now(datetime.UTC)
     plan = plan_for(book)
-    request = plan.request(pod, now)
+    request = plan.request(pod, now, namespace)
     decision = Decision(generation=book.generation, applied=[], nodes={})
     applying = _applying(plan, request, decision)
     decision.applied = [book.rule_sets[i].name for i in applying]
@@ -79,7 +82,9 @@ def evaluate(
     decision.nodes = {v.name: v for v in verdicts}
     if len(decision.nodes) != len(nodes):
         # Repeated names share one NodeDecision; kube-scheduler never sends them, the reference copes.
-        return reference.evaluate(book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores)
+        return reference.evaluate(
+            book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores, namespace=namespace
+        )
     if run_filters and run_scores:
         passing = [i for i, v in enumerate(verdicts) if v.passed]
         memos = _memos(plan, [nodes[i] for i in passing])
