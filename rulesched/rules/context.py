@@ -36,7 +36,7 @@ _RECENT_ZERO: Mapping[str, float] = {"cpu": 0.0, "memory": 0.0}
 class NodePods:
     """What the rules see of the pods on one node: `pods` (trimmed views), `allocated` and `recent`."""
 
-    pods: Sequence[Mapping[str, Any]] = ()
+    pods: Sequence[Mapping[str, Any]] = field(default_factory=list)
     allocated: Mapping[str, float] = field(default_factory=lambda: {**_ALLOCATED_ZERO, "pods": 0.0})
     recent: Mapping[str, Any] = field(default_factory=lambda: {"count": 0.0, "requests": dict(_RECENT_ZERO)})
     version: Hashable = 0
