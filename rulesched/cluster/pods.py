@@ -309,13 +309,16 @@ class PodIndex:
 
 
 class FilePodSource(PodIndex):
-    """Pods from a PodList file (`--pods`): the offline pod source. Placements this extender makes are
-    still counted in `recent` until they expire."""
+    """Pods from a PodList file (`--pods`): the offline pod source, a fixed snapshot. Placements are not
+    counted: nothing would ever confirm them, and the same request must get the same answer."""
 
     def __init__(self, path: Path, *, recent_seconds: float = 30.0, max_pods: int = 200_000) -> None:
         super().__init__(recent_seconds=recent_seconds, max_pods=max_pods)
         self.path = path
         self.replace(items_of(path, "PodList"))
+
+    def reserve(self, pod: Mapping[str, Any], node: str) -> None:
+        pass
 
     def ready(self) -> bool:
         return True
