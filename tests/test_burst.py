@@ -77,7 +77,8 @@ def schedule(server: RunningServer, api: KubeAPI, replica: int) -> str:
 
 def burst(server: RunningServer, api: KubeAPI) -> collections.Counter[str]:
     cluster = server.parts.cluster
-    assert cluster.metrics is not None and cluster.pods is not None
+    assert cluster.metrics is not None
+    assert cluster.pods is not None
     wait_for(lambda: cluster.pods is not None and cluster.pods.ready(), what="the pod cache")
     wait_for(lambda: cluster.metrics is not None and cluster.metrics.usage("node-d") is not None, what="metrics")
     return collections.Counter(schedule(server, api, replica) for replica in range(REPLICAS))

@@ -32,6 +32,7 @@ from rulesched.rules.engine import evaluate
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 from rulesched.tools.explain import explain_report
+from rulesched.tools.inputs import namespace_of
 
 _SEEN_NODES = 10_000
 
@@ -151,12 +152,7 @@ class Extender:
 
     def namespace(self, pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The pod's Namespace as the namespace source knows it (None when unknown)."""
-        source = self.cluster.namespaces
-        if source is None:
-            return None
-        metadata = pod.get("metadata")
-        name = metadata.get("namespace") if isinstance(metadata, Mapping) else None
-        return source.get(name if isinstance(name, str) and name else "default")
+        return namespace_of(pod, self.cluster.namespaces)
 
     def forget(self, pod: Mapping[str, Any]) -> None:
         """The pod is being scheduled (again): a placement this extender made for it earlier is void."""
