@@ -35,7 +35,7 @@ spec:
 def test_check_accepts_the_shipped_rules(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", str(RULES)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("ok: 4 rule set(s) in 4 file(s)")
+    assert out.startswith("ok: 6 rule set(s) in 6 file(s)")
 
 
 @pytest.mark.parametrize("engine", ["cpp", "celpy"])
@@ -96,4 +96,4 @@ def test_python_dash_m_rulesched_serves_the_example(tmp_path: Path) -> None:
     finally:
         process.terminate()
         output, _ = process.communicate(timeout=10)
-    assert "serving 4 rule sets" in output
+    assert "serving 6 rule sets" in output
