@@ -43,7 +43,7 @@ def test_explain_json_is_the_engines_decision(capsys: pytest.CaptureFixture[str]
     pod = read_document(POD)
     book = load_rule_book([RULES], make_engine("cpp"))
     contexts = NodeContexts(None, FileMetricsSource(EXAMPLE_METRICS)).for_objects(read_document(EXAMPLE_NODES)["items"])
-    assert report == explain_report(pod, evaluate(book, pod, contexts))
+    assert report == explain_report(pod, evaluate(book, pod, contexts), contexts)
 
 
 def test_explain_json_for_the_founding_example(capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,7 +26,7 @@ from rulesched.cluster.contexts import NodeContexts
 from rulesched.extender import wire
 from rulesched.extender.observe import Observer
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import NodeContext, namespace_view, with_pods
+from rulesched.rules.context import NodeContext, with_pods
 from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
 from rulesched.rules.store import RuleStore
@@ -39,12 +39,6 @@ _SEEN_NODES = 10_000
 
 def json_response(content: Any, status_code: int = 200) -> Response:
     return Response(orjson.dumps(content), status_code=status_code, media_type="application/json")
-
-
-def node_context_summary(context: NodeContext) -> dict[str, Any]:
-    """What explain shows of a node's pods: their names, `allocated` and `recent`."""
-    pods = [f"{p['metadata'].get('namespace', '')}/{p['metadata'].get('name', '')}" for p in context.pods.pods]
-    return {"pods": pods, "allocated": context.pods.allocated, "recent": context.pods.recent}
 
 
 def error_response(status_code: int, message: str) -> Response:
@@ -304,8 +298,6 @@ async def explain_verb(extender: Extender, request: Request) -> Response:
     contexts, unknown = await extender.candidates(args)
     namespace = extender.namespace(args.pod)
     decision = evaluate(extender.book(), args.pod, contexts, namespace=namespace)
-    report = explain_report(args.pod, decision)
+    report = explain_report(args.pod, decision, contexts, namespace)
     report["unknownNodes"] = unknown
-    report["namespaceObject"] = namespace_view(args.pod, namespace)
-    report["nodeContext"] = {c.name: node_context_summary(c) for c in contexts}
     return json_response(report)

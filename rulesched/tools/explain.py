@@ -14,7 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rulesched.cluster.contexts import NodeContexts
 from rulesched.rules.cel import EngineName, make_engine
+from rulesched.rules.context import NodeContext, namespace_view
 from rulesched.rules.decision import Decision
 from rulesched.rules.loader import load_rule_book
 from rulesched.tools.inputs import decide, read_metrics
@@ -38,9 +40,26 @@ def pod_identity(pod: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def explain_report(pod: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
-    """The explanation of `decision` for `pod`: `{"pod": {...}, **decision.as_dict()}`. Pure."""
-    return {"pod": pod_identity(pod), **decision.as_dict()}
+def explain_report(
+    pod: Mapping[str, Any],
+    decision: Decision,
+    contexts: Sequence[NodeContext] = (),
+    namespace: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The explanation of `decision` for `pod`: `{"pod": {...}, **decision.as_dict()}`, with the pod's
+    `namespaceObject` and what each node's pods add up to (`nodeContext`). Pure."""
+    return {
+        "pod": pod_identity(pod),
+        **decision.as_dict(),
+        "namespaceObject": namespace_view(pod, namespace),
+        "nodeContext": {c.name: node_context_summary(c) for c in contexts},
+    }
+
+
+def node_context_summary(context: NodeContext) -> dict[str, Any]:
+    """What explain shows of a node's pods: their names, `allocated` and `recent`."""
+    pods = [f"{p['metadata'].get('namespace', '')}/{p['metadata'].get('name', '')}" for p in context.pods.pods]
+    return {"pods": pods, "allocated": context.pods.allocated, "recent": context.pods.recent}
 
 
 def explain_local(
@@ -52,7 +71,9 @@ def explain_local(
 ) -> dict[str, Any]:
     """The report of the server's evaluation, run here on the given files (raises on bad input)."""
     book = load_rule_book(list(rules), make_engine(engine))
-    return explain_report(pod, decide(book, pod, nodes, read_metrics(metrics)))
+    source = read_metrics(metrics)
+    contexts = NodeContexts(None, source).for_objects(nodes)
+    return explain_report(pod, decide(book, pod, nodes, source), contexts)
 
 
 def extender_args(
