@@ -176,6 +176,15 @@ class PodIndex:
     def pending(self) -> int:
         return len(self._pending)
 
+    def ready(self) -> bool:
+        return True  # a source that fills the index says otherwise until its first list
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
     def _touch(self, node: str | None) -> None:
         """`node`'s pods changed (None: any node's may have); the lock is held."""
         if node is None:
@@ -318,15 +327,6 @@ class FilePodSource(PodIndex):
         self.replace(items_of(path, "PodList"))
 
     def reserve(self, pod: Mapping[str, Any], node: str) -> None:
-        pass
-
-    def ready(self) -> bool:
-        return True
-
-    def start(self) -> None:
-        pass
-
-    def stop(self) -> None:
         pass
 
 

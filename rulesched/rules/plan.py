@@ -84,6 +84,9 @@ class NodeMemo:
     score_key: str = ""
     scored: Any = None
     """The same for the last prioritize verdict."""
+    pod_free: bool = False
+    """The plan reads none of `pods`, `allocated`, `recent`: the memo stays right when only the node's pods
+    change, and a rebuilt context of the same node object and metrics sample takes it over."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +248,7 @@ class Plan:
         for name in self.node_pods:  # the others are left out: rules that do not read them pay nothing
             value = getattr(node.pods, name)
             values[name] = engine.convert(list(value) if isinstance(value, tuple) else value)
-        return NodeMemo(self.token, values)
+        return NodeMemo(self.token, values, pod_free=not self.node_pods)
 
     def keep(self, node: NodeContext, memo: NodeMemo) -> None:
         """Store `memo` (its node-only results computed) in the node, replacing another plan's."""
