@@ -1,7 +1,9 @@
 """One validated settings object: the only reader of the environment (`RULESCHED_*`).
 
 Command-line flags override environment variables, which override the defaults below. Every
-component receives the settings (or the part it needs) as an argument.
+component receives the settings (or the part it needs) as an argument. The field docstrings are the
+documentation: `rulesched serve --help` shows them (the flags are generated from these fields, see
+`rulesched/cli/serve.py`) and `docs/operations/configuration.md` is generated from them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     """Everything `rulesched serve` can be told, with the defaults a production extender wants."""
 
-    model_config = SettingsConfigDict(env_prefix="RULESCHED_", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="RULESCHED_", extra="forbid", frozen=True, use_attribute_docstrings=True
+    )
 
     rules_dir: Path = Path("rules")
     """Directory of rule files (a mounted ConfigMap in a cluster)."""

@@ -1,5 +1,6 @@
-"""Shared fixtures: a fake Kubernetes API on loopback, the real client's access to it, and the guard that
-fails a test reading files outside the repository."""
+"""Shared fixtures, defined once: each CEL engine, a Kubernetes API on loopback, the real client's access to
+it, a node cache on it, a port that refuses connections, and the guard that fails a test reading files
+outside the repository."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from rulesched.cluster.kube import KubeAccess
+from rulesched.cluster.nodecache import NodeCache
+from rulesched.rules.cel import ENGINE_NAMES, Engine, make_engine
 from tests import outside_reads
-from tests.kubeapi import KubeAPI, access_for
+from tests.kubeapi import KubeAPI, access_for, refused_port
 
 outside_reads.install()
 
@@ -44,3 +47,30 @@ def access(api: KubeAPI, tmp_path: Path) -> Iterator[KubeAccess]:
     access = access_for(api, tmp_path)
     yield access
     access.close()
+
+
+@pytest.fixture(params=ENGINE_NAMES, scope="module")
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """Each CEL engine in turn (a test using it runs once per engine)."""
+    name = request.param
+    assert name in ENGINE_NAMES
+    return make_engine(name)
+
+
+@pytest.fixture
+def cache(access: KubeAccess) -> Iterator[NodeCache]:
+    """A started node cache on `api`, its first list done; short pauses between retries."""
+    from tests.kubeapi import make_cache
+
+    cache = make_cache(access)
+    cache.start()
+    assert cache.wait_ready(5), "the first list did not complete"
+    yield cache
+    cache.stop()
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port where connections are refused (held, so no other test can start a server on it)."""
+    with refused_port() as port:
+        yield port

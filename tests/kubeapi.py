@@ -23,7 +23,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from rulesched.cluster.kube import KubeAccess, KubeEnvironment, connect, find_config
+from rulesched.cluster.nodecache import NodeCache
 from tests.paths import APISERVER_FIXTURES, POD_FIXTURES
 
 TOKEN = "test-token"
@@ -739,11 +740,21 @@ def wait_for(check: Callable[[], bool], timeout: float = 5.0, what: str = "the c
         time.sleep(0.01)
 
 
-def free_port() -> int:
-    """A loopback port nothing listens on (connections to it are refused)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses connections for as long as the block runs.
+
+    The socket is bound and never listens, so no other process can take the port meanwhile (a port
+    found free and released at once could be taken by a server started in parallel)."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])
+
+
+def make_cache(access: KubeAccess, **options: Any) -> NodeCache:
+    """A node cache with short pauses between retries, so outages take milliseconds."""
+    fast: dict[str, Any] = {"backoff_initial": 0.02, "backoff_max": 0.1, "connect_timeout": 1.0}
+    return NodeCache(access.api, **(fast | options))
 
 
 def write_kubeconfig(path: Path, url: str, token: str = TOKEN) -> Path:

@@ -19,12 +19,15 @@ from tests.paths import REPO
 _PARENT = str(REPO.parent) + os.sep
 _INSIDE = str(REPO) + os.sep
 _AUDITED = frozenset({"open", "os.listdir", "os.scandir"})
+_TEMP = tempfile.gettempdir()
 _EXEMPT = (
     *(os.path.join(os.path.normpath(p), "") for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}),
-    os.path.join(tempfile.gettempdir(), "pytest-of-"),
+    os.path.join(_TEMP, "pytest-of-"),
+    *((os.path.join(_TEMP, "tmp"),) if os.path.normpath(_TEMP) == os.path.normpath(REPO.parent) else ()),
 )
-"""The interpreter's own folders (a virtual environment beside the checkout) and pytest's `tmp_path`
-folders, which lie beside the repository when it is cloned straight into the temporary folder."""
+"""The interpreter's own folders (a virtual environment beside the checkout), pytest's `tmp_path` folders
+and, when the repository is cloned straight into the temporary folder, the files `tempfile` makes there
+(the kubernetes client writes its CA bundle to one)."""
 recorded: list[str] = []
 
 

@@ -1,18 +1,30 @@
-"""A real rulesched server (uvicorn, the real app) on 127.0.0.1 for tests, in a background thread."""
+"""A real rulesched server on 127.0.0.1 for tests: in a background thread, or as a `rulesched serve` process.
+
+Both listen on port 0, so the system picks a free port as it binds, and the test reads the port the
+server got (from the socket in a thread, from uvicorn's start-up line for a process). Nothing picks a
+port first and hopes it is still free when the server starts.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import re
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import uvicorn
 
 from rulesched.extender.server import Parts, build, uvicorn_config
 from rulesched.settings import Settings
+from tests.paths import REPO
 
 _START_TIMEOUT = 10.0
+_PROCESS_START_TIMEOUT = 30.0
+_LISTENING = re.compile(r"Uvicorn running on https?://127\.0\.0\.1:(\d+)")
 
 
 class RunningServer:
@@ -49,3 +61,34 @@ def running_server(settings: Settings) -> Iterator[str]:
     """Like `running`, yielding only the base URL."""
     with running(settings) as server:
         yield server.url
+
+
+@contextlib.contextmanager
+def spawned(options: Sequence[str], log: Path) -> Iterator[int]:
+    """`python -m rulesched serve --host 127.0.0.1 --port 0 OPTIONS`, its output in `log`; yields its port.
+
+    The port is read from uvicorn's start-up line, so the process must log at info level (the default)."""
+    command = [sys.executable, "-m", "rulesched", "serve", "--host", "127.0.0.1", "--port", "0", *options]
+    with log.open("wb") as output:
+        process = subprocess.Popen(command, cwd=REPO, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        yield _wait_for_port(process, log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _wait_for_port(process: subprocess.Popen[bytes], log: Path) -> int:
+    deadline = time.monotonic() + _PROCESS_START_TIMEOUT
+    while time.monotonic() < deadline:
+        found = _LISTENING.search(log.read_text(errors="replace"))
+        if found:
+            return int(found[1])  # uvicorn logs this line once the socket listens and the app has started
+        if process.poll() is not None:
+            raise RuntimeError(f"rulesched serve exited with {process.returncode}:\n{log.read_text()}")
+        time.sleep(0.05)
+    raise RuntimeError(f"rulesched serve did not start within {_PROCESS_START_TIMEOUT:g}s:\n{log.read_text()}")

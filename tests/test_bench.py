@@ -2,6 +2,9 @@
 
 Speed is never asserted here (the machine is shared and noisy): only that each scenario ran, that
 rulesched answered as the hand-written extender did, and that the numbers are well-formed.
+
+These tests start a dozen server processes and take about 20 s, so they are marked `slow`: the README's
+test command runs them as a step of their own (`pytest -m slow`) after the rest (`pytest -m 'not slow'`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from tests.paths import REPO as ROOT
 
 _TIMEOUT = 240
 GO = go_toolchain()
+
+pytestmark = pytest.mark.slow
 
 
 def test_quick_benchmark_covers_every_scenario(tmp_path: Path) -> None:

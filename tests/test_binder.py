@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from rulesched.cluster.binder import ApiBinder
@@ -12,11 +10,10 @@ from tests.kubeapi import KubeAPI
 
 
 @pytest.fixture
-def api() -> Iterator[KubeAPI]:
-    server = KubeAPI()
-    server.add_pod("default", "web-1", "uid-web-1")
-    yield server
-    server.close()
+def api(api: KubeAPI) -> KubeAPI:
+    """The shared API server, holding the pod these tests bind."""
+    api.add_pod("default", "web-1", "uid-web-1")
+    return api
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rulesched.rules.cel import ENGINE_NAMES, CelCompileError, CelEvalError, Engine, VariableSource, make_engine
+from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, VariableSource, make_engine
 
 NOW = datetime.datetime(2026, 11, 22, 1, 0, tzinfo=datetime.UTC)
 
@@ -117,11 +117,6 @@ TABLE: list[tuple[str, Any]] = [
     ("quantity('1K')", Error("invalid quantity")),
     ("quantity('1.5').asInteger()", Error("not an integer")),
 ]
-
-
-@pytest.fixture(scope="module", params=ENGINE_NAMES)
-def engine(request: pytest.FixtureRequest) -> Engine:
-    return make_engine(request.param)
 
 
 def run(engine: Engine, source: str, context: dict[str, Any], variables: list[VariableSource] | None = None) -> Any:

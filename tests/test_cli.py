@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
+import argparse
 from pathlib import Path
 
 import httpx
 import pytest
 
-from rulesched.cli import main
-from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, REPO, RULES
+from rulesched.cli import build_parser, main
+from rulesched.cli.serve import settings_from
+from rulesched.settings import Settings
+from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, RULES
+from tests.server import spawned
 
 BROKEN = """\
 apiVersion: rulesched.io/v1alpha1
@@ -70,30 +70,76 @@ def test_serve_refuses_a_missing_rules_directory(tmp_path: Path, capsys: pytest.
     assert "does not exist" in capsys.readouterr().err
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def test_python_dash_m_rulesched_serves_the_example(tmp_path: Path) -> None:
-    port = free_port()
-    command = [sys.executable, "-m", "rulesched", "serve", "--port", str(port)]
-    command += ["--nodes", str(EXAMPLE_NODES), "--metrics", str(EXAMPLE_METRICS), "--log-format", "text"]
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None, "the server exited"
-                assert time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.1)
+    options = ["--nodes", str(EXAMPLE_NODES), "--metrics", str(EXAMPLE_METRICS), "--log-format", "text"]
+    log = tmp_path / "serve.log"
+    with spawned(options, log) as port:
+        ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
         assert ready.json()["ready"] is True
-    finally:
-        process.terminate()
-        output, _ = process.communicate(timeout=10)
-    assert "serving 6 rule sets" in output
+    assert "serving 6 rule sets" in log.read_text()
+
+
+def serve_actions() -> dict[str, argparse.Action]:
+    """The `serve` subcommand's arguments by destination."""
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {action.dest: action for action in commands.choices["serve"]._actions if action.dest != "help"}
+
+
+def test_every_setting_has_a_serve_flag_and_every_serve_flag_is_a_setting() -> None:
+    assert set(serve_actions()) == set(Settings.model_fields)
+
+
+@pytest.mark.parametrize("name", list(Settings.model_fields))
+def test_a_serve_flags_help_is_its_settings_docstring(name: str) -> None:
+    description = Settings.model_fields[name].description
+    assert description, f"Settings.{name} has no docstring"
+    assert serve_actions()[name].help == description
+
+
+def test_serve_help_shows_each_default_and_variable(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--port N TCP port to listen on. [default: 8888; env RULESCHED_PORT]" in help_text
+    assert "--rules PATH, --rules-dir PATH" in help_text
+
+
+def parse_serve(argv: list[str]) -> Settings:
+    return settings_from(build_parser().parse_args(["serve", *argv]))
+
+
+def test_a_flag_overrides_the_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RULESCHED_PORT", "9000")
+    monkeypatch.setenv("RULESCHED_ENABLE_EXPLAIN", "true")
+    monkeypatch.setenv("RULESCHED_RULES_DIR", "from-env")
+    assert (parse_serve([]).port, parse_serve([]).enable_explain) == (9000, True)
+    settings = parse_serve(["--port", "9100", "--no-enable-explain", "--rules", "from-flag"])
+    assert (settings.port, settings.enable_explain, settings.rules_dir) == (9100, False, Path("from-flag"))
+
+
+def test_without_flags_or_variables_the_models_defaults_apply() -> None:
+    assert parse_serve([]) == Settings()
+
+
+@pytest.mark.parametrize(
+    ("argv", "field", "value"),
+    [
+        (["--rules", "r"], "rules_dir", Path("r")),
+        (["--rules-dir", "r"], "rules_dir", Path("r")),
+        (["--nodes", "n.yaml"], "nodes_file", Path("n.yaml")),
+        (["--metrics-file", "m.yaml"], "metrics_file", Path("m.yaml")),
+        (["--enable-bind"], "enable_bind", True),
+        (["--cel-engine", "celpy"], "cel_engine", "celpy"),
+        (["--metrics-interval", "2.5"], "metrics_interval", 2.5),
+        (["--reload-interval", "5"], "reload_interval", 5.0),
+    ],
+)
+def test_documented_flags_and_their_long_forms_set_their_setting(argv: list[str], field: str, value: object) -> None:
+    assert getattr(parse_serve(argv), field) == value
+
+
+def test_a_bad_choice_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--cluster", "sometimes"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'sometimes'" in capsys.readouterr().err

@@ -7,11 +7,8 @@ the cluster behind a loopback API server and check that the next lookup sees the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.kube import KubeAccess
@@ -26,15 +23,6 @@ from rulesched.rules.loader import load_rule_book
 from tests.builders import make_pod, rule_set, write_rules
 from tests.kubeapi import KubeAPI, wait_for
 from tests.paths import EXAMPLE_NODES
-
-
-@pytest.fixture
-def cache(access: KubeAccess) -> Iterator[NodeCache]:
-    cache = NodeCache(access.api, backoff_initial=0.02, backoff_max=0.1, connect_timeout=1.0)
-    cache.start()
-    assert cache.wait_ready(5)
-    yield cache
-    cache.stop()
 
 
 def one(contexts: NodeContexts, name: str) -> NodeContext | None:

@@ -33,13 +33,6 @@ from tests.builders import (
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(params=ENGINE_NAMES, scope="module")
-def engine(request: pytest.FixtureRequest) -> Engine:
-    name = request.param
-    assert name in ENGINE_NAMES
-    return make_engine(name)
-
-
 def passes(book: RuleBook, node: dict[str, Any], usage: NodeUsage | None = None, **pod: Any) -> bool:
     """Whether `node` passes the book's filters for a pod built from `pod`."""
     decision = decide(book, make_pod(**pod), [make_context(node, usage)])

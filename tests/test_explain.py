@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -17,10 +16,10 @@ from rulesched.cli import main
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.sources import FileMetricsSource, read_document
 from rulesched.rules.cel import make_engine
+from rulesched.rules.context import context_report
 from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
 from rulesched.settings import Settings
-from rulesched.tools.explain import explain_report
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, RULES
 from tests.server import running_server
 
@@ -43,7 +42,7 @@ def test_explain_json_is_the_engines_decision(capsys: pytest.CaptureFixture[str]
     pod = read_document(POD)
     book = load_rule_book([RULES], make_engine("cpp"))
     contexts = NodeContexts(None, FileMetricsSource(EXAMPLE_METRICS)).for_objects(read_document(EXAMPLE_NODES)["items"])
-    assert report == explain_report(pod, evaluate(book, pod, contexts), contexts)
+    assert report == evaluate(book, pod, contexts).explain(pod) | context_report(pod, None, contexts)
 
 
 def test_explain_json_for_the_founding_example(capsys: pytest.CaptureFixture[str]) -> None:
@@ -160,15 +159,8 @@ def test_explain_says_how_to_enable_explain_on_the_server(capsys: pytest.Capture
     assert "start the server with --enable-explain" in capsys.readouterr().err
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def test_explain_says_when_the_server_is_unreachable(capsys: pytest.CaptureFixture[str]) -> None:
-    url = f"http://127.0.0.1:{free_port()}"
+def test_explain_says_when_the_server_is_unreachable(capsys: pytest.CaptureFixture[str], closed_port: int) -> None:
+    url = f"http://127.0.0.1:{closed_port}"
     assert main(["explain", "--server", url, "--pod", str(POD), "--node-names", "k8s-node1"]) == 1
     err = capsys.readouterr().err
     assert f"cannot reach {url}/explain" in err

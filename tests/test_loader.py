@@ -12,17 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from rulesched.rules.cel import ENGINE_NAMES, Engine, make_engine
+from rulesched.rules.cel import Engine
 from rulesched.rules.errors import LoadError, RulesLoadFailed
 from rulesched.rules.loader import load_rule_book
 from tests.builders import rule_set, write_rules
-
-
-@pytest.fixture(params=ENGINE_NAMES, scope="module")
-def engine(request: pytest.FixtureRequest) -> Engine:
-    name = request.param
-    assert name in ENGINE_NAMES
-    return make_engine(name)
 
 
 def load_errors(directory: Path, engine: Engine) -> tuple[LoadError, ...]:

@@ -9,7 +9,7 @@ import pytest
 
 from rulesched.cluster.kube import KubeAccess
 from rulesched.cluster.metrics_server import MetricsServerSource
-from tests.kubeapi import KubeAPI, access_for, free_port, wait_for
+from tests.kubeapi import KubeAPI, access_for, wait_for
 
 GI = 2.0**30
 LOGGER = "rulesched.cluster.metrics_server"
@@ -90,8 +90,8 @@ def test_failing_metrics_server_keeps_the_last_samples(
     assert len(warnings(caplog)) == 1
 
 
-def test_unreachable_api_is_a_failed_poll(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    access = access_for(f"http://127.0.0.1:{free_port()}", tmp_path)
+def test_unreachable_api_is_a_failed_poll(tmp_path: Path, caplog: pytest.LogCaptureFixture, closed_port: int) -> None:
+    access = access_for(f"http://127.0.0.1:{closed_port}", tmp_path)
     source = MetricsServerSource(access.api, connect_timeout=1.0, read_timeout=1.0)
     try:
         assert not source.poll()
@@ -110,5 +110,4 @@ def test_background_thread_polls_every_interval(api: KubeAPI, access: KubeAccess
         wait_for(lambda: getattr(source.usage("node-a"), "cpu", None) == 3.5, what="the new sample")
     finally:
         source.stop()
-    assert source._thread is not None
-    assert not source._thread.is_alive()
+    assert not source.loop.status().running

@@ -4,40 +4,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.nodecache import NodeCache, backoff_delay
-from tests.kubeapi import KubeAPI, access_for, wait_for
+from rulesched.cluster.nodecache import NodeCache
+from tests.kubeapi import KubeAPI, access_for, make_cache, wait_for
 
 FIXTURE_NODES = {"node-a", "node-b", "node-c", "node-d", "node-e"}
 
 
-def make_cache(access: KubeAccess, **options: Any) -> NodeCache:
-    """A cache with short pauses between retries, so outages take milliseconds."""
-    fast: dict[str, Any] = {"backoff_initial": 0.02, "backoff_max": 0.1, "connect_timeout": 1.0}
-    return NodeCache(access.api, **(fast | options))
-
-
-@pytest.fixture
-def cache(access: KubeAccess) -> Iterator[NodeCache]:
-    cache = make_cache(access)
-    cache.start()
-    assert cache.wait_ready(5), "the first list did not complete"
-    yield cache
-    cache.stop()
-
-
 def known(cache: NodeCache) -> set[str]:
     return {name for name in FIXTURE_NODES | {"node-f", "node-g", "node-x"} if cache.get(name) is not None}
-
-
-def test_backoff_doubles_up_to_the_cap() -> None:
-    assert [backoff_delay(n, 0.2, 1.0) for n in range(1, 6)] == [0.2, 0.4, 0.8, 1.0, 1.0]
 
 
 def test_cache_is_not_ready_before_the_first_list(access: KubeAccess) -> None:
@@ -223,5 +202,4 @@ def test_stop_ends_the_thread_promptly_during_a_watch(access: KubeAccess, api: K
     started = time.monotonic()
     cache.stop()
     assert time.monotonic() - started < 1.0
-    assert cache._thread is not None
-    assert not cache._thread.is_alive()
+    assert not cache.loop.status().running

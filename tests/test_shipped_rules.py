@@ -25,13 +25,6 @@ SHIPPED = sorted(RULES.glob("*.yaml"))
 GIB = 2.0**30
 
 
-@pytest.fixture(params=ENGINE_NAMES, scope="module")
-def engine(request: pytest.FixtureRequest) -> Engine:
-    name = request.param
-    assert name in ENGINE_NAMES
-    return make_engine(name)
-
-
 def only(rule_file: str, engine: Engine, tmp_path: Path) -> RuleBook:
     """A book holding one shipped rule file, so that each is tested on its own."""
     shutil.copy(RULES / rule_file, tmp_path / rule_file)

@@ -1,6 +1,6 @@
 """rulesched over mutual TLS, as overlays/main-scheduler runs it, and the pod's probes as deployed.
 
-The real server runs as a subprocess (`python -m rulesched serve ...`) on a free loopback port, with
+The real server runs as a subprocess (`python -m rulesched serve ...`) on a loopback port it binds, with
 certificates made here by a test CA (trustme). With a client CA a client certificate is mandatory:
 clients without one, or with one from another CA, are refused, and a client holding a certificate from
 the CA (kube-scheduler's tlsConfig) gets answers. The exec probes of deploy/ then run against real
@@ -12,11 +12,9 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import socket
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +25,7 @@ import trustme
 import yaml
 
 from tests.paths import REPO, RULES
+from tests.server import spawned
 
 START_TIMEOUT = 30.0
 CERTS_IN_POD = "/etc/rulesched/tls/"
@@ -80,42 +79,11 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     )
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _wait_until_listening(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"rulesched serve exited with {process.returncode}:\n{log.read_text()}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-            return  # uvicorn opens the socket only once the application has started
-        time.sleep(0.05)
-    pytest.fail(f"rulesched serve did not listen on 127.0.0.1:{port} within {START_TIMEOUT}s:\n{log.read_text()}")
-
-
 @contextlib.contextmanager
 def serving(options: Sequence[str], log: Path) -> Iterator[Server]:
     """The real server, started as `rulesched serve` would be in the pod, stopped afterwards."""
-    port = free_port()
-    command = [sys.executable, "-m", "rulesched", "serve", "--rules", str(RULES), "--host", "127.0.0.1"]
-    command += ["--port", str(port), "--cluster", "off", "--log-format", "text", *options]
-    with log.open("wb") as output:
-        process = subprocess.Popen(command, cwd=REPO, stdout=output, stderr=subprocess.STDOUT)
-    try:
-        _wait_until_listening(process, port, log)
+    with spawned(["--rules", str(RULES), "--cluster", "off", "--log-format", "text", *options], log) as port:
         yield Server(port, log)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -237,9 +205,9 @@ def test_loopback_exec_probe_passes_against_the_server(probe: str, plain_server:
 
 
 @pytest.mark.parametrize("probe", ["livenessProbe", "readinessProbe"])
-def test_loopback_exec_probe_fails_when_nothing_listens(probe: str) -> None:
+def test_loopback_exec_probe_fails_when_nothing_listens(probe: str, closed_port: int) -> None:
     code = probe_code(BASE_DEPLOYMENT, probe)
-    assert run_probe(code.replace("127.0.0.1:8888", f"127.0.0.1:{free_port()}")).returncode != 0
+    assert run_probe(code.replace("127.0.0.1:8888", f"127.0.0.1:{closed_port}")).returncode != 0
 
 
 @pytest.mark.parametrize("probe", ["livenessProbe", "readinessProbe"])

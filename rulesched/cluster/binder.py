@@ -13,9 +13,9 @@ import logging
 from typing import Any
 
 from kubernetes.client import CoreV1Api, V1Binding, V1ObjectMeta, V1ObjectReference
-from kubernetes.client.exceptions import ApiException
 
-from rulesched.cluster.kube import finish, status_message
+from rulesched.cluster.errors import ApiError, api_errors
+from rulesched.cluster.kube import finish
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +34,13 @@ class ApiBinder:
             target=V1ObjectReference(api_version="v1", kind="Node", name=node),
         )
         try:
-            response = self._core.create_namespaced_pod_binding(
-                name, namespace, body, _preload_content=False, _request_timeout=self._timeout
-            )
+            with api_errors():
+                response = self._core.create_namespaced_pod_binding(
+                    name, namespace, body, _preload_content=False, _request_timeout=self._timeout
+                )
             finish(response)
-        except ApiException as error:
-            reason = status_message(error)
+        except ApiError as error:
+            reason = error.message
         except Exception as error:  # connection refused, timeout: the scheduler will retry the pod
             reason = f"binding {namespace}/{name} to {node} failed: {type(error).__name__}: {error}"
         else:

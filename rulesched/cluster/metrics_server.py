@@ -1,8 +1,8 @@
 """Node metrics from metrics-server (`metrics.k8s.io/v1beta1`), polled in a background thread.
 
-Every `interval` seconds the thread lists `/apis/metrics.k8s.io/v1beta1/nodes` and swaps in the new
-samples by reference; the request path only reads the latest ones, and a sample older than `max_age`
-seconds counts as absent. When the API is missing (404: metrics-server not installed) or failing (503
+Every `interval` seconds the thread (a `cluster/loop.py` loop) lists `/apis/metrics.k8s.io/v1beta1/nodes`
+and swaps in the new samples by reference; the request path only reads the latest ones, and a sample older
+than `max_age` seconds counts as absent. When the API is missing (404: metrics-server not installed) or failing (503
 from the aggregator, connection refused, ...), the problem is logged once per change of state, the old
 samples stay until they age out, and polling goes on until metrics-server answers again: scoring
 degrades, filtering never breaks.
@@ -13,16 +13,16 @@ from __future__ import annotations
 import bisect
 import datetime
 import logging
-import threading
 import time
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client import CustomObjectsApi
-from kubernetes.client.exceptions import ApiException
 
-from rulesched.cluster.kube import read_json, status_message
+from rulesched.cluster.errors import ApiError, NotFoundError, api_errors
+from rulesched.cluster.kube import read_json
+from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, LoopStatus, Outcome
 from rulesched.cluster.sources import node_usage
 from rulesched.rules.context import NodeUsage, node_name
 
@@ -62,11 +62,11 @@ def parse_samples(document: object, received: datetime.datetime) -> dict[str, No
     return samples
 
 
-def describe_failure(error: Exception) -> str:
-    if isinstance(error, ApiException) and error.status == 404:
+def describe_failure(error: BaseException) -> str:
+    if isinstance(error, NotFoundError):
         return "metrics.k8s.io is not served (404): is metrics-server installed?"
-    if isinstance(error, ApiException):
-        return status_message(error)
+    if isinstance(error, ApiError):
+        return error.message
     return f"{type(error).__name__}: {error}"
 
 
@@ -83,17 +83,21 @@ class MetricsServerSource:
         read_timeout: float = 10.0,
     ) -> None:
         self._custom = CustomObjectsApi(api)
-        self._interval = interval
         self._max_age = max_age
         self._timeout = (connect_timeout, read_timeout)
         self._samples: dict[str, NodeUsage] = {}
         self._expiries: list[float] = []
         """When each sample grows too old (POSIX seconds), sorted: how `generation` sees samples age out."""
         self._polls = 0
-        self._last_ok: bool | None = None
-        self._last_error = ""
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        options = LoopOptions(
+            "rulesched-metrics",
+            interval=interval,
+            backoff=Backoff(interval, interval),  # a failed poll is retried at the usual pace
+            describe=describe_failure,
+            on_change=self._log_change,
+            join_timeout=connect_timeout + read_timeout + 1.0,
+        )
+        self.loop = BackgroundLoop(self._poll, options)
 
     def usage(self, name: str) -> NodeUsage | None:
         sample = self._samples.get(name)
@@ -108,21 +112,23 @@ class MetricsServerSource:
         return polls, bisect.bisect_left(expiries, time.time())
 
     def poll(self) -> bool:
-        """Fetch the samples once now (the thread does this every interval); True when it worked."""
-        try:
+        """Fetch the samples once now (the thread does this every interval); True when it worked.
+
+        Any failure only means "no new samples": the old ones stay until they age out.
+        """
+        return self.loop.run_once() == "ok"
+
+    def _poll(self) -> Outcome:
+        with api_errors():
             response = self._custom.list_cluster_custom_object(
                 "metrics.k8s.io", "v1beta1", "nodes", _preload_content=False, _request_timeout=self._timeout
             )
-            samples = parse_samples(read_json(response), _now())
-        except Exception as error:  # any failure only means "no new samples"; the old ones age out
-            self._note(False, describe_failure(error))
-            return False
+        samples = parse_samples(read_json(response), _now())
         expiries = sorted(s.timestamp.timestamp() + self._max_age for s in samples.values() if s.timestamp)
         # Samples first: a reader that sees the new generation must not find the old samples.
         self._samples, self._expiries = samples, expiries
         self._polls += 1
-        self._note(True, "")
-        return True
+        return "ok"
 
     def newest_sample_age(self) -> float | None:
         return self.status().newest_age
@@ -131,29 +137,19 @@ class MetricsServerSource:
         samples = self._samples
         stamps = [s.timestamp for s in samples.values() if s.timestamp is not None]
         newest = (_now() - max(stamps)).total_seconds() if stamps else None
-        return MetricsStatus(len(samples), newest, self._last_ok, self._last_error)
+        loop = self.loop.status()
+        last_ok = None if loop.state == "starting" else loop.state == "ok"
+        return MetricsStatus(len(samples), newest, last_ok, loop.last_error)
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="rulesched-metrics", daemon=True)
-            self._thread.start()
+        self.loop.start()
 
     def stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(sum(self._timeout) + 1.0)
+        self.loop.stop()
 
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            self.poll()
-            self._stopping.wait(self._interval)
-
-    def _note(self, ok: bool, error: str) -> None:
-        before, self._last_ok, self._last_error = self._last_ok, ok, error
-        if ok and before is not True:
-            state = "is back" if before is False else "answers"
+    def _log_change(self, before: LoopStatus, after: LoopStatus) -> None:
+        if after.state == "ok":
+            state = "is back" if before.state == "failing" else "answers"
             log.info("metrics-server %s: samples for %d nodes", state, len(self._samples))
-        elif not ok and before is not False:
-            log.warning("metrics-server unavailable (%s): scoring goes on without fresh metrics", error)
-        elif not ok:
-            log.debug("metrics-server still unavailable: %s", error)
+        else:
+            log.warning("metrics-server unavailable (%s): scoring goes on without fresh metrics", after.last_error)

@@ -2,10 +2,10 @@
 
 The thread lists the nodes (in pages), then watches from the list's resourceVersion with bookmarks, and
 watches again from the last resourceVersion whenever a watch ends. A watch too old for the API server
-("410 Gone", an ERROR event with code 410) is answered by a new list whose result replaces the cache in
+("410 GoneError", an ERROR event with code 410) is answered by a new list whose result replaces the cache in
 one reference swap, so a reader never sees a node disappear that still exists. Connection loss and other
-errors are retried with capped exponential backoff while readers keep the last known nodes. Nodes are
-stored as the plain JSON dicts the API sent (camelCase keys, no client model objects), and `get` is a
+errors are retried with capped exponential backoff (`cluster/loop.py`) while readers keep the last known
+nodes. Nodes are stored as the plain JSON dicts the API sent (camelCase keys, no client model objects), and `get` is a
 dict lookup that never blocks; only `fetch` (one direct GET, bounded in time) may.
 """
 
@@ -17,12 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from kubernetes.client import CoreV1Api
-from kubernetes.client.exceptions import ApiException
 
-from rulesched.cluster.kube import discard, interrupt, read_json, status_message
+from rulesched.cluster.errors import ApiError, GoneError, NotFoundError, api_errors
+from rulesched.cluster.kube import discard, interrupt, read_json
+from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, LoopStatus, Outcome
 from rulesched.cluster.sources import ChangeLog, without_managed_fields
 from rulesched.rules.context import node_name
 
@@ -30,7 +31,6 @@ log = logging.getLogger(__name__)
 
 Node = Mapping[str, Any]
 T = TypeVar("T")
-Outcome = Literal["ok", "short", "expired", "error"]
 
 _HEALTHY_WATCH_SECONDS = 1.0
 """A watch that ends sooner than this with no event is retried after a backoff pause, not at once."""
@@ -39,7 +39,7 @@ _MAX_DELETED = 10_000
 
 
 class WatchExpiredError(Exception):
-    """The resourceVersion being watched is too old for the API server (410 Gone): relist."""
+    """The resourceVersion being watched is too old for the API server (410 GoneError): relist."""
 
 
 class WatchFailedError(Exception):
@@ -56,16 +56,11 @@ class NodeCacheStatus:
     resource_version: str
     """Where the next watch starts (the last event's or bookmark's resourceVersion)."""
     relists: int
-    """Lists completed: 1 after the first, one more after each 410 Gone."""
+    """Lists completed: 1 after the first, one more after each 410 GoneError."""
     failing: bool
     """The last request to the API failed (an outage is under way)."""
     last_error: str
     """What the failure under way says ("" when the API answers)."""
-
-
-def backoff_delay(failures: int, initial: float, maximum: float) -> float:
-    """Seconds to wait after `failures` failures in a row: `initial`, doubling, capped at `maximum`."""
-    return float(min(maximum, initial * 2 ** max(0, failures - 1)))
 
 
 def watch_lines(response: Any) -> Iterator[bytes]:
@@ -100,19 +95,23 @@ class NodeCache:
         self._page_size = page_size
         self._connect_timeout = connect_timeout
         self._list_timeout = list_timeout
-        self._backoff = (backoff_initial, backoff_max)
         self._nodes: dict[str, Node] = {}
         self._deleted: set[str] = set()
         self._changes = ChangeLog()
         self._lock = threading.Lock()
         self._rv = ""
         self._synced = threading.Event()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
         self._response: Any = None
         self._relists = 0
-        self._failing = False
-        self._last_error = ""
+        options = LoopOptions(
+            "rulesched-node-cache",
+            backoff=Backoff(backoff_initial, backoff_max),
+            describe=_describe,
+            on_change=self._log_change,
+            interrupt=self._interrupt,
+            join_timeout=connect_timeout + 1.0,
+        )
+        self.loop = BackgroundLoop(self._round, options)
 
     # -- NodeSource -------------------------------------------------------------------------------------
 
@@ -122,12 +121,13 @@ class NodeCache:
     def fetch(self, name: str) -> Node | None:
         """One direct GET of the node, bounded by fetch_timeout; the node found joins the cache."""
         try:
-            response = self._core.read_node(name, _preload_content=False, _request_timeout=self._fetch_timeout)
+            with api_errors():
+                response = self._core.read_node(name, _preload_content=False, _request_timeout=self._fetch_timeout)
             node = read_json(response)
         except Exception as error:  # connection refused, timeout, malformed body: the caller treats it as unknown
-            if not (isinstance(error, ApiException) and error.status == 404):
+            if not isinstance(error, NotFoundError):
                 # During an outage the watch has already said so; one line per request would drown it.
-                level = logging.DEBUG if self._failing else logging.WARNING
+                level = logging.DEBUG if self.loop.status().state == "failing" else logging.WARNING
                 log.log(level, "direct GET of node %s failed: %s", name, _describe(error))
             return None
         if not isinstance(node, dict) or node_name(node) != name:
@@ -153,17 +153,15 @@ class NodeCache:
         return self._changes.since(generation)
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="rulesched-node-cache", daemon=True)
-            self._thread.start()
+        self.loop.start()
 
     def stop(self) -> None:
-        self._stopping.set()
+        self.loop.stop()
+
+    def _interrupt(self) -> None:
         response = self._response
         if response is not None:
             interrupt(response)
-        if self._thread is not None:
-            self._thread.join(self._connect_timeout + 1.0)
 
     # -- extras -----------------------------------------------------------------------------------------
 
@@ -172,44 +170,28 @@ class NodeCache:
         return self._synced.wait(timeout)
 
     def status(self) -> NodeCacheStatus:
+        loop = self.loop.status()
         return NodeCacheStatus(
             ready=self.ready(),
             nodes=self.size(),
             resource_version=self._rv,
             relists=self._relists,
-            failing=self._failing,
-            last_error=self._last_error,
+            failing=loop.state == "failing",
+            last_error=loop.last_error,
         )
 
     # -- the background thread --------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        failures = 0
-        while not self._stopping.is_set():
-            outcome = self._round()
-            if outcome == "ok":
-                failures = 0
-                continue
-            failures += 1
-            if outcome == "expired" and failures == 1:
-                continue  # the relist is the recovery; only a 410 again right away earns a pause
-            self._stopping.wait(backoff_delay(failures, *self._backoff))
-
     def _round(self) -> Outcome:
-        """One list (when needed) and one watch; never raises."""
+        """One list (when needed) and one watch; "retry" (relist at once) when the watch expired."""
         try:
             if not self._rv:
                 self._relist()
-            outcome = self._watch()
+            return self._watch()
         except WatchExpiredError as error:
             log.info("node watch expired (%s): relisting", error)
             self._rv = ""
-            return "expired"
-        except Exception as error:
-            if not self._stopping.is_set():
-                self._note_failure(error)
-            return "error"
-        return outcome
+            return "retry"
 
     def _relist(self) -> None:
         nodes, rv = self._list_all()
@@ -219,7 +201,7 @@ class NodeCache:
             self._rv = rv
             self._changes.record(None)
         self._relists += 1
-        self._note_success()
+        self.loop.succeeded()
         if not self._synced.is_set():
             log.info("node cache synced: %d nodes at resourceVersion %s", len(nodes), rv)
         else:
@@ -240,12 +222,13 @@ class NodeCache:
                 return nodes, str(metadata.get("resourceVersion") or "")
 
     def _list_page(self, token: str | None) -> Mapping[str, Any]:
-        response = self._core.list_node(
-            limit=self._page_size,
-            _continue=token,
-            _preload_content=False,
-            _request_timeout=(self._connect_timeout, self._list_timeout),
-        )
+        with api_errors():
+            response = self._core.list_node(
+                limit=self._page_size,
+                _continue=token,
+                _preload_content=False,
+                _request_timeout=(self._connect_timeout, self._list_timeout),
+            )
         page: object = self._track(response, read_json)
         if not isinstance(page, dict):
             raise ValueError("the node list is not a JSON object")
@@ -254,20 +237,19 @@ class NodeCache:
     def _watch(self) -> Outcome:
         started = time.monotonic()
         try:
-            response = self._core.list_node(
-                watch=True,
-                resource_version=self._rv,
-                allow_watch_bookmarks=True,
-                timeout_seconds=self._watch_timeout,
-                _preload_content=False,
-                # The server ends the watch after timeout_seconds; a read timeout a little later catches a dead peer.
-                _request_timeout=(self._connect_timeout, self._watch_timeout + 30),
-            )
-        except ApiException as error:
-            if error.status == 410:  # servers without a watch cache may refuse the watch itself
-                raise WatchExpiredError(status_message(error)) from error
-            raise
-        self._note_success()  # connected: the API answers again
+            with api_errors():
+                response = self._core.list_node(
+                    watch=True,
+                    resource_version=self._rv,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=self._watch_timeout,
+                    _preload_content=False,
+                    # The server ends the watch after timeout_seconds; a read timeout a bit later catches a dead peer.
+                    _request_timeout=(self._connect_timeout, self._watch_timeout + 30),
+                )
+        except GoneError as error:  # servers without a watch cache may refuse the watch itself
+            raise WatchExpiredError(error.message) from error
+        self.loop.succeeded()  # connected: the API answers again
         events = self._track(response, self._consume) or 0
         quick = time.monotonic() - started < _HEALTHY_WATCH_SECONDS
         return "short" if events == 0 and quick else "ok"
@@ -276,7 +258,7 @@ class NodeCache:
         """Read `response` with `read`, where stop() can interrupt it."""
         self._response = response
         try:
-            if self._stopping.is_set():
+            if self.loop.stopping:
                 return None
             return read(response)
         finally:
@@ -286,7 +268,7 @@ class NodeCache:
     def _consume(self, response: Any) -> int:
         events = 0
         for line in watch_lines(response):
-            if self._stopping.is_set():
+            if self.loop.stopping:
                 break
             self._apply(json.loads(line))
             events += 1
@@ -315,18 +297,10 @@ class NodeCache:
             if rv:
                 self._rv = rv  # BOOKMARKs carry only this: where to resume
 
-    def _note_failure(self, error: Exception) -> None:
-        self._last_error = _describe(error)
-        if not self._failing:
-            self._failing = True
-            log.warning("node cache: Kubernetes API failing (%s); serving the last known nodes", self._last_error)
-        else:
-            log.debug("node cache: still failing: %s", self._last_error)
-
-    def _note_success(self) -> None:
-        self._last_error = ""
-        if self._failing:
-            self._failing = False
+    def _log_change(self, before: LoopStatus, after: LoopStatus) -> None:
+        if after.state == "failing":
+            log.warning("node cache: Kubernetes API failing (%s); serving the last known nodes", after.last_error)
+        elif before.state == "failing":
             log.info("node cache: Kubernetes API reachable again (%d nodes)", self.size())
 
 
@@ -338,7 +312,7 @@ def _watch_error(status: Mapping[str, Any]) -> Exception:
     return WatchFailedError(f"watch error {code}: {message}")
 
 
-def _describe(error: Exception) -> str:
-    if isinstance(error, ApiException):
-        return status_message(error)
+def _describe(error: BaseException) -> str:
+    if isinstance(error, ApiError):
+        return error.message
     return f"{type(error).__name__}: {error}"

@@ -11,21 +11,19 @@ API is away (readers keep the last view).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from rulesched.cluster.kube import status_message
+from rulesched.cluster.errors import GoneError, api_errors
+from rulesched.cluster.kube import read_json
+from rulesched.cluster.loop import BackgroundLoop, LoopStatus, Outcome
 from rulesched.cluster.nodecache import (
     _HEALTHY_WATCH_SECONDS,
     NodeCache,
-    Outcome,
     WatchExpiredError,
     WatchFailedError,
-    _describe,
     _watch_error,
 )
 from rulesched.cluster.pods import PodIndex, namespaces_by_name
@@ -41,6 +39,10 @@ class _ListWatchCache(NodeCache):
     """NodeCache's list+watch loop over another kind of object; subclasses say how to list and store."""
 
     what = "objects"
+
+    def __init__(self, api: Any, **options: Any) -> None:
+        super().__init__(api, **options)
+        self.loop = BackgroundLoop(self._round, replace(self.loop._options, name=f"rulesched-{self.what}-cache"))
 
     def _call(self, **kwargs: Any) -> Any:
         raise NotImplementedError
@@ -73,20 +75,19 @@ class _ListWatchCache(NodeCache):
             kept = self._store(items)  # one swap: readers see the old or the new view, never a mix
             self._rv = rv
         self._relists += 1
-        self._note_success()
+        self.loop.succeeded()
         state = "synced" if not self._synced.is_set() else "relisted"
         log.info("%s cache %s: %d %s at resourceVersion %s", self.what, state, kept, self.what, rv)
         self._synced.set()
 
     def _list_page(self, token: str | None) -> Mapping[str, Any]:
-        from rulesched.cluster.kube import read_json
-
-        response = self._call(
-            limit=self._page_size,
-            _continue=token,
-            _preload_content=False,
-            _request_timeout=(self._connect_timeout, self._list_timeout),
-        )
+        with api_errors():
+            response = self._call(
+                limit=self._page_size,
+                _continue=token,
+                _preload_content=False,
+                _request_timeout=(self._connect_timeout, self._list_timeout),
+            )
         page: object = self._track(response, read_json)
         if not isinstance(page, dict):
             raise ValueError(f"the {self.what} list is not a JSON object")
@@ -95,19 +96,18 @@ class _ListWatchCache(NodeCache):
     def _watch(self) -> Outcome:
         started = time.monotonic()
         try:
-            response = self._call(
-                watch=True,
-                resource_version=self._rv,
-                allow_watch_bookmarks=True,
-                timeout_seconds=self._watch_timeout,
-                _preload_content=False,
-                _request_timeout=(self._connect_timeout, self._watch_timeout + 30),
-            )
-        except ApiException as error:
-            if error.status == 410:
-                raise WatchExpiredError(status_message(error)) from error
-            raise
-        self._note_success()
+            with api_errors():
+                response = self._call(
+                    watch=True,
+                    resource_version=self._rv,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=self._watch_timeout,
+                    _preload_content=False,
+                    _request_timeout=(self._connect_timeout, self._watch_timeout + 30),
+                )
+        except GoneError as error:
+            raise WatchExpiredError(error.message) from error
+        self.loop.succeeded()
         events = self._track(response, self._consume) or 0
         quick = time.monotonic() - started < _HEALTHY_WATCH_SECONDS
         return "short" if events == 0 and quick else "ok"
@@ -126,24 +126,14 @@ class _ListWatchCache(NodeCache):
             if rv:
                 self._rv = rv  # BOOKMARKs carry only this: where to resume
 
-    def _note_failure(self, error: Exception) -> None:
-        self._last_error = _describe(error)
-        if not self._failing:
-            self._failing = True
+    def _log_change(self, before: LoopStatus, after: LoopStatus) -> None:
+        what = self.what
+        if after.state == "failing":
             log.warning(
-                "%s cache: Kubernetes API failing (%s); serving the last known %s",
-                self.what,
-                self._last_error,
-                self.what,
+                "%s cache: Kubernetes API failing (%s); serving the last known %s", what, after.last_error, what
             )
-        else:
-            log.debug("%s cache: still failing: %s", self.what, self._last_error)
-
-    def _note_success(self) -> None:
-        self._last_error = ""
-        if self._failing:
-            self._failing = False
-            log.info("%s cache: Kubernetes API reachable again (%d %s)", self.what, self.size(), self.what)
+        elif before.state == "failing":
+            log.info("%s cache: Kubernetes API reachable again (%d %s)", what, self.size(), what)
 
 
 class PodCache(_ListWatchCache):
@@ -154,7 +144,6 @@ class PodCache(_ListWatchCache):
     def __init__(self, api: Any, index: PodIndex, **options: Any) -> None:
         super().__init__(api, **options)
         self.index = index
-        self._thread_name = "rulesched-pod-cache"
 
     def _call(self, **kwargs: Any) -> Any:
         return self._core.list_pod_for_all_namespaces(field_selector=POD_SELECTOR, **kwargs)
@@ -165,11 +154,6 @@ class PodCache(_ListWatchCache):
 
     def _event(self, kind: str, obj: Mapping[str, Any]) -> None:
         self.index.apply(kind, obj)
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
-            self._thread.start()
 
     # -- PodSource, by the index --------------------------------------------------------------------------
 
@@ -222,11 +206,6 @@ class NamespaceCache(_ListWatchCache):
             self._namespaces.pop(name, None)
         elif name in self._namespaces or len(self._namespaces) < self._max:
             self._namespaces[name] = view
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="rulesched-namespace-cache", daemon=True)
-            self._thread.start()
 
     def get(self, name: str) -> Mapping[str, Any] | None:
         return self._namespaces.get(name)

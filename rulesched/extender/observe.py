@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rulesched.extender.metrics import Metrics
-from rulesched.extender.wire import pod_identity
+from rulesched.rules.context import pod_identity
 from rulesched.rules.decision import Decision
 
 log = logging.getLogger("rulesched.decision")

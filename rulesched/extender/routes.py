@@ -26,13 +26,11 @@ from rulesched.cluster.contexts import NodeContexts
 from rulesched.extender import wire
 from rulesched.extender.observe import Observer
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import NodeContext, with_pods
+from rulesched.rules.context import NodeContext, context_report, namespace_name, with_pods
 from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
-from rulesched.tools.explain import explain_report
-from rulesched.tools.inputs import namespace_of
 
 _SEEN_NODES = 10_000
 
@@ -152,7 +150,8 @@ class Extender:
 
     def namespace(self, pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The pod's Namespace as the namespace source knows it (None when unknown)."""
-        return namespace_of(pod, self.cluster.namespaces)
+        source = self.cluster.namespaces
+        return source.get(namespace_name(pod)) if source is not None else None
 
     def forget(self, pod: Mapping[str, Any]) -> None:
         """The pod is being scheduled (again): a placement this extender made for it earlier is void."""
@@ -298,6 +297,6 @@ async def explain_verb(extender: Extender, request: Request) -> Response:
     contexts, unknown = await extender.candidates(args)
     namespace = extender.namespace(args.pod)
     decision = evaluate(extender.book(), args.pod, contexts, namespace=namespace)
-    report = explain_report(args.pod, decision, contexts, namespace)
+    report = decision.explain(args.pod) | context_report(args.pod, namespace, contexts)
     report["unknownNodes"] = unknown
     return json_response(report)

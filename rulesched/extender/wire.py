@@ -213,9 +213,3 @@ def preemption_result(victims: Mapping[str, Victims]) -> JSON:
 
 def binding_result(error: str) -> JSON:
     return {"Error": error}
-
-
-def pod_identity(pod: Mapping[str, Any]) -> dict[str, str]:
-    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
-    assert isinstance(metadata, dict)
-    return {key: str(metadata.get(key) or "") for key in ("namespace", "name", "uid")}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from rulesched.rules.cel import CelCompileError, Engine, Program, VariableSource
-from rulesched.rules.cel.analysis import Path, paths, reads
+from rulesched.rules.cel.analysis import Path, paths_of, reads
 from rulesched.rules.errors import LoadError
 from rulesched.rules.model import Filter, MatchCondition, RuleSet, Score, Variable
 
@@ -115,10 +115,10 @@ class _Compiler:
             )
         )
 
-    def paths(self, source: str) -> Paths:
-        """What `source` reads, through the variables it uses too."""
-        needed = self._needed([n for n in reads(source).variables if n in self.variables])
-        return paths(" ".join([source, *(self.variables[n][0].expression for n in needed)]))
+    def paths(self, *sources: str) -> Paths:
+        """What `sources` read, through the variables they use too."""
+        named = [n for source in sources if source for n in reads(source).variables if n in self.variables]
+        return paths_of([*sources, *(self.variables[n][0].expression for n in self._needed(named))])
 
     def program(
         self, loc: tuple[str | int, ...], rule: str, source: str, want: str
@@ -226,7 +226,7 @@ class _Compiler:
                     continue
             if program is None:
                 continue
-            found = self.paths(rule.expression + " " + (rule.messageExpression or ""))
+            found = self.paths(rule.expression, rule.messageExpression or "")
             yield CompiledFilter(
                 name=rule.name,
                 program=program,

@@ -189,6 +189,19 @@ def node_name(node: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) else ""
 
 
+DEFAULT_NAMESPACE = "default"
+"""A pod sent without a namespace is in "default", as the API server and kube-scheduler take it."""
+
+
+def pod_identity(pod: Mapping[str, Any]) -> dict[str, str]:
+    """The pod's namespace, name and uid as strings ("" when absent; the namespace defaults to "default")."""
+    metadata = pod.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    identity = {key: str(metadata.get(key) or "") for key in ("namespace", "name", "uid")}
+    identity["namespace"] = identity["namespace"] or DEFAULT_NAMESPACE
+    return identity
+
+
 def metrics_map(usage: NodeUsage | None, allocatable: Mapping[str, float], now: datetime.datetime) -> dict[str, Any]:
     """The `metrics` variable: keys present only for what is known."""
     if usage is None:
@@ -308,3 +321,22 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, float]:
 
 def _list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def namespace_name(pod: Mapping[str, Any]) -> str:
+    """The pod's namespace ("default" when it has none, as in Kubernetes)."""
+    metadata = pod.get("metadata")
+    name = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    return name if isinstance(name, str) and name else "default"
+
+
+def context_report(
+    pod: Mapping[str, Any], namespace: Mapping[str, Any] | None, contexts: Sequence[NodeContext]
+) -> dict[str, Any]:
+    """What an explanation adds about the cluster context: the pod's `namespaceObject`, and each node's
+    pods (names), `allocated` and `recent` (`nodeContext`)."""
+    nodes = {}
+    for context in contexts:
+        names = [f"{p['metadata'].get('namespace', '')}/{p['metadata'].get('name', '')}" for p in context.pods.pods]
+        nodes[context.name] = {"pods": names, "allocated": context.pods.allocated, "recent": context.pods.recent}
+    return {"namespaceObject": namespace_view(pod, namespace), "nodeContext": nodes}

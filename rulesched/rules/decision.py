@@ -9,8 +9,11 @@ from __future__ import annotations
 import heapq
 import operator
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from rulesched.rules.context import pod_identity
 
 Outcome = Literal["pass", "fail", "error", "skipped"]
 _NAME = operator.attrgetter("name")
@@ -149,3 +152,7 @@ class Decision:
             "ranking": [{"name": n.name, "score": n.score} for n in self.ranking()],
             "errors": [{"ruleSet": e.rule_set, "rule": e.rule, "node": e.node, "error": e.error} for e in self.errors],
         }
+
+    def explain(self, pod: Mapping[str, Any]) -> dict[str, Any]:
+        """The explanation of this decision for `pod` (what /explain and `rulesched explain` show)."""
+        return {"pod": pod_identity(pod), **self.as_dict()}

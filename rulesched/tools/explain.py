@@ -1,6 +1,6 @@
 """`rulesched explain`: why a pod would land where it lands, rule by rule and node by node.
 
-`explain_report` is the one shape of an explanation: the server's `POST /explain` answers it, the
+`Decision.explain(pod)` is the one shape of an explanation: the server's `POST /explain` answers it, the
 local mode builds it from the same evaluation as the server (`inputs.decide`), and both outputs
 (JSON, table) are printed from it. In server mode the report comes from a running extender.
 """
@@ -16,8 +16,7 @@ from typing import Any
 
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.rules.cel import EngineName, make_engine
-from rulesched.rules.context import NodeContext, namespace_view
-from rulesched.rules.decision import Decision
+from rulesched.rules.context import context_report
 from rulesched.rules.loader import load_rule_book
 from rulesched.tools.inputs import decide, read_metrics
 
@@ -27,39 +26,6 @@ SERVER_TIMEOUT = 30.0
 
 class ExplainError(Exception):
     """The server could not be asked or answered badly; the message says what to do."""
-
-
-def pod_identity(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod's namespace, name and uid (the namespace defaults as in Kubernetes)."""
-    metadata = pod.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
-    return {
-        "namespace": metadata.get("namespace") or "default",
-        "name": metadata.get("name"),
-        "uid": metadata.get("uid"),
-    }
-
-
-def explain_report(
-    pod: Mapping[str, Any],
-    decision: Decision,
-    contexts: Sequence[NodeContext] = (),
-    namespace: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The explanation of `decision` for `pod`: `{"pod": {...}, **decision.as_dict()}`, with the pod's
-    `namespaceObject` and what each node's pods add up to (`nodeContext`). Pure."""
-    return {
-        "pod": pod_identity(pod),
-        **decision.as_dict(),
-        "namespaceObject": namespace_view(pod, namespace),
-        "nodeContext": {c.name: node_context_summary(c) for c in contexts},
-    }
-
-
-def node_context_summary(context: NodeContext) -> dict[str, Any]:
-    """What explain shows of a node's pods: their names, `allocated` and `recent`."""
-    pods = [f"{p['metadata'].get('namespace', '')}/{p['metadata'].get('name', '')}" for p in context.pods.pods]
-    return {"pods": pods, "allocated": context.pods.allocated, "recent": context.pods.recent}
 
 
 def explain_local(
@@ -73,7 +39,7 @@ def explain_local(
     book = load_rule_book(list(rules), make_engine(engine))
     source = read_metrics(metrics)
     contexts = NodeContexts(None, source).for_objects(nodes)
-    return explain_report(pod, decide(book, pod, nodes, source), contexts)
+    return decide(book, pod, nodes, source).explain(pod) | context_report(pod, None, contexts)
 
 
 def extender_args(

@@ -20,6 +20,7 @@ from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.pods import FileNamespaceSource, FilePodSource, NamespaceSource, PodSource
 from rulesched.cluster.sources import FileMetricsSource, MetricsSource, SourceError, read_document
 from rulesched.rules.book import RuleBook
+from rulesched.rules.context import namespace_name
 from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
 
@@ -116,8 +117,4 @@ def decide(
 
 def namespace_of(pod: Mapping[str, Any], namespaces: NamespaceSource | None) -> Mapping[str, Any] | None:
     """The pod's Namespace from `namespaces` (None when unknown)."""
-    if namespaces is None:
-        return None
-    metadata = pod.get("metadata")
-    name = metadata.get("namespace") if isinstance(metadata, Mapping) else None
-    return namespaces.get(name if isinstance(name, str) and name else "default")
+    return namespaces.get(namespace_name(pod)) if namespaces is not None else None

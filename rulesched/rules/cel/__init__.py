@@ -117,5 +117,6 @@ def make_engine(name: EngineName) -> Engine:
     if name == "celpy":
         from rulesched.rules.cel.celpy_engine import CelpyEngine
 
-        return CelpyEngine()
+        # cel-cpp's type checker gives each expression its result type, which celpy does not compute.
+        return CelpyEngine(checker=make_engine("cpp"))
     raise ValueError(f"unknown CEL engine {name!r}: choose one of {', '.join(ENGINE_NAMES)}")

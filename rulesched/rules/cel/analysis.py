@@ -1,25 +1,50 @@
-"""What an expression reads, found from its tokens so that it works for every engine's syntax.
+"""What an expression reads, from its syntax tree: the context names, the variables, the field paths.
+
+The expression is parsed with the CEL grammar (cel-python's, a LALR parser; extended here with the
+optional syntax `x.?f` and `m[?k]` that the cpp engine accepts, so one parser serves both engines).
+Every identifier that is a context name (`pod`, `node`, ...) is a read; from it, the selections applied
+to it (`.field`, `['key']`) give the field path it reads, and what surrounds it may narrow that path
+to a key (`'zone' in labels`) or to a field's presence (`has(node.spec.taints)`).
 
 The answer is conservative: a comprehension variable that shadows a context name (`exists(node, …)`)
-counts as a read. Over-reporting only costs caching opportunities; under-reporting would be a bug.
-`paths` goes one step further and finds the field paths read under each name (`pod.metadata.labels`),
-so that the evaluation engine can key its caches on those fields only and convert less.
+counts as a read, and an expression the grammar cannot parse reads every name whole (its compilation
+then reports the error, or a syntax only one engine has loses its caching). Over-reporting only costs
+caching opportunities; under-reporting would be a bug, which `tests/test_analysis.py` looks for by
+evaluating expressions on values trimmed to the paths found.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path as FilePath
+from typing import Any
+
+import lark
 
 from rulesched.rules.cel import CONTEXT_NAMES
 
-_STRINGS = re.compile(
-    r"""[rRbB]{0,2}(?:'''.*?'''|\"\"\".*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")""",
-    re.DOTALL,
+Path = tuple[str, ...]
+"""Field names from a context value down; the empty path is the whole value."""
+
+PRESENT = "\x00"
+"""A field name no object has: a path ending with it reads only whether its parent field is present
+(`has(node.metadata.labels)`), so trimming keeps the parent (a map) but none of its entries."""
+
+_IDENTIFIERS = frozenset({"ident", "dot_ident", "ident_arg", "dot_ident_arg"})
+_PASS_THROUGH = frozenset(
+    {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary", "member", "primary"}
 )
-_NAME = re.compile(r"(?<![\w.])(" + "|".join(CONTEXT_NAMES) + r")\b")
-_PATH = re.compile(r"(?<![\w.])(" + "|".join(CONTEXT_NAMES) + r")\b((?:\s*\.\s*[A-Za-z_]\w*)*)(\s*\()?")
-_VARIABLE = re.compile(r"(?<![\w.])variables\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*(['\"])([^'\"]*)\2\s*\])")
+"""Grammar levels that, with a single child, only wrap it (precedence climbing)."""
+_SIMPLE_STRING = re.compile(r"'([^'\\\n]*)'|\"([^\"\\\n]*)\"")
+"""A string literal token without prefix or escape, whose value is its text between the quotes."""
+_OPTIONAL_SYNTAX = (
+    ('member_dot     : member "." IDENT', 'member_dot     : member "." ["?"] IDENT'),
+    ('member_index   : member "[" expr "]"', 'member_index   : member "[" ["?"] expr "]"'),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,35 +57,13 @@ class Reads:
 
 def reads(source: str) -> Reads:
     """What `source` reads; variable names are in order of first appearance."""
-    variables = [m[1] or m[3] for m in _VARIABLE.finditer(_blank_strings(source, keep_quotes=True))]
-    names = frozenset(_NAME.findall(_blank_strings(source, keep_quotes=False)))
+    tree = _parse(source)
+    if tree is None:
+        return Reads(names=frozenset(CONTEXT_NAMES), variables=())
+    found = list(_Tree(tree).context_reads())
+    names = frozenset(name for name, _, _ in found)
+    variables = [path[0] for name, path, _ in sorted(found, key=lambda f: f[2]) if name == "variables" and path]
     return Reads(names=names, variables=tuple(dict.fromkeys(variables)))
-
-
-def _blank_strings(source: str, *, keep_quotes: bool) -> str:
-    """`source` with string literals emptied, except `variables['x']` keys when `keep_quotes`."""
-    if keep_quotes:
-        return _STRINGS.sub(lambda m: m[0] if _is_variable_key(source, m.start()) else "''", source)
-    return _STRINGS.sub("''", source)
-
-
-def _is_variable_key(source: str, start: int) -> bool:
-    return re.search(r"variables\s*\[\s*$", source[:start]) is not None
-
-
-Path = tuple[str, ...]
-"""Field names from a context value down; the empty path is the whole value."""
-
-PRESENT = "\x00"
-"""A field name no object has: a path ending with it reads only whether its parent field is present
-(`has(node.metadata.labels)`), so trimming keeps the parent (a map) but none of its entries."""
-
-_SIMPLE_STRING = re.compile(r"'([^'\\\n]*)'|\"([^\"\\\n]*)\"")
-_INDEX = re.compile(r"\s*\[\s*'(_*)'\s*\]")
-_MEMBER_OF = re.compile(r"(?:^|[(,&|?:\[{])\s*'(_*)'\s+in\s+$")
-_HAS = re.compile(r"(?<![\w.])has\s*\(\s*$")
-_TIGHTER = re.compile(r"\s*[-+*/%\[.(]")
-"""What may follow `'k' in X` and bind tighter than `in`, so that `X` is not what `in` tests."""
 
 
 def paths(source: str) -> dict[str, frozenset[Path]]:
@@ -69,41 +72,122 @@ def paths(source: str) -> dict[str, frozenset[Path]]:
     (`'zone' in labels`) selects that key, `has(x.y)` only the presence of `y`; anything else (another
     index, a method call, the bare name) ends the path there, so the value at a path is always enough to
     evaluate the expression."""
-    masked, literals = _masked(source)
+    tree = _parse(source)
+    if tree is None:
+        return {name: frozenset({()}) for name in CONTEXT_NAMES}
     found: dict[str, set[Path]] = {}
-    for match in _PATH.finditer(masked):
-        fields = tuple(f.strip() for f in match[2].split(".")[1:])
-        if match[3] is not None:
-            fields = fields[:-1]  # `node.metadata.size()`: a method of the value, not a field
-        elif fields:
-            fields += _narrowed(masked, literals, match.start(), match.end())
-        found.setdefault(match[1], set()).add(fields)
+    for name, path, _ in _Tree(tree).context_reads():
+        found.setdefault(name, set()).add(path)
     return {name: frozenset(selected) for name, selected in found.items()}
 
 
-def _narrowed(masked: str, literals: dict[int, str], start: int, end: int) -> Path:
-    """The key a field path is narrowed to by what surrounds it: an index, a membership test, `has()`."""
-    before, after = masked[:start], masked[end:]
-    index = _INDEX.match(after)
-    member = _MEMBER_OF.search(before)
-    if index and not member and (end + index.start(1) - 1) in literals:
-        return (literals[end + index.start(1) - 1],)
-    if member and not index and not _TIGHTER.match(after) and (member.start(1) - 1) in literals:
-        return (literals[member.start(1) - 1],)
-    if _HAS.search(before) and re.match(r"\s*\)", after):
-        return (PRESENT,)
-    return ()
+def paths_of(sources: Iterable[str]) -> dict[str, frozenset[Path]]:
+    """The paths of several expressions read together (a rule and its message, the variables it uses)."""
+    found: dict[str, frozenset[Path]] = {}
+    for source in sources:
+        if source.strip():
+            for name, selected in paths(source).items():
+                found[name] = found.get(name, frozenset()) | selected
+    return found
 
 
-def _masked(source: str) -> tuple[str, dict[int, str]]:
-    """`source` with every string literal masked as `'___'` (same length, so positions hold), and the
-    value of each simple literal (no prefix, no escape) by the position of its opening quote."""
-    literals: dict[int, str] = {}
+@cache
+def _parser() -> lark.Lark:
+    """cel-python's CEL grammar with the optional syntax added, as a LALR parser (built once)."""
+    # Found without importing celpy (its runtime is not needed to parse, and the cpp engine never loads it).
+    spec = importlib.util.find_spec("celpy")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("cel-python is not installed: its CEL grammar is needed to analyse expressions")
+    grammar = (FilePath(spec.submodule_search_locations[0]) / "cel.lark").read_text()
+    for rule, extended in _OPTIONAL_SYNTAX:
+        if rule not in grammar:
+            raise RuntimeError(f"cel-python's grammar changed: {rule!r} not found")
+        grammar = grammar.replace(rule, extended)
+    return lark.Lark(grammar, parser="lalr", start="expr", maybe_placeholders=False, propagate_positions=True)
 
-    def mask(match: re.Match[str]) -> str:
-        simple = _SIMPLE_STRING.fullmatch(match[0])
-        if simple:
-            literals[match.start()] = simple[1] if simple[1] is not None else simple[2]
-        return "'" + "_" * (len(match[0]) - 2) + "'"
 
-    return _STRINGS.sub(mask, source), literals
+def _parse(source: str) -> lark.Tree[Any] | None:
+    try:
+        return _parser().parse(source)
+    except lark.exceptions.LarkError:
+        return None
+
+
+class _Tree:
+    """A parsed expression with each node's parent, to walk up from an identifier."""
+
+    def __init__(self, root: lark.Tree[Any]) -> None:
+        self.root = root
+        self.parents: dict[int, lark.Tree[Any]] = {}
+        for node in root.iter_subtrees():
+            for child in node.children:
+                if isinstance(child, lark.Tree):
+                    self.parents[id(child)] = node
+
+    def parent(self, node: lark.Tree[Any]) -> lark.Tree[Any] | None:
+        return self.parents.get(id(node))
+
+    def context_reads(self) -> Iterator[tuple[str, Path, int]]:
+        """(context name, field path, position) for every identifier naming a context value."""
+        for node in self.root.iter_subtrees():
+            if node.data in _IDENTIFIERS and str(node.children[0]) in CONTEXT_NAMES:
+                token = node.children[0]
+                whole = node.data.endswith("_arg")  # `node(…)`: not a value, but count it, whole
+                position = token.start_pos if isinstance(token, lark.Token) else None
+                yield str(token), () if whole else self.path(node), position or 0
+
+    def path(self, identifier: lark.Tree[Any]) -> Path:
+        """The field path selected from `identifier`, narrowed by what surrounds the selection."""
+        fields: list[str] = []
+        current = identifier
+        while (parent := self.parent(current)) is not None and parent.children[0] is current:
+            if parent.data in ("primary", "member") and len(parent.children) == 1:
+                current = parent
+            elif parent.data == "member_dot":
+                fields.append(str(parent.children[1]))
+                current = parent
+            elif parent.data == "member_index":
+                key = _string(parent.children[1])
+                return (*fields, key) if key is not None else tuple(fields)
+            elif parent.data == "member_dot_arg":
+                return tuple(fields)  # `node.metadata.size()`: a method of the value, not a field
+            else:
+                break
+        return (*fields, *self.narrowed(current)) if fields else ()
+
+    def narrowed(self, selection: lark.Tree[Any]) -> Path:
+        """The key a selection is narrowed to: the left of `'k' in selection`, or `has(selection)`."""
+        operand = self.unwrapped_up(selection)
+        parent = self.parent(operand)
+        if parent is None:
+            return ()
+        if parent.data == "relation" and len(parent.children) == 2 and parent.children[1] is operand:
+            test = parent.children[0]
+            key = _string(test.children[0]) if isinstance(test, lark.Tree) and test.data == "relation_in" else None
+            return (key,) if key is not None else ()
+        calls = self.parent(parent)
+        if parent.data == "exprlist" and len(parent.children) == 1 and calls is not None and _is_has(calls):
+            return (PRESENT,)
+        return ()
+
+    def unwrapped_up(self, node: lark.Tree[Any]) -> lark.Tree[Any]:
+        """The highest ancestor of `node` that only wraps it (single children all the way down)."""
+        while (parent := self.parent(node)) is not None and parent.data in _PASS_THROUGH and len(parent.children) == 1:
+            node = parent
+        return node
+
+
+def _is_has(call: lark.Tree[Any]) -> bool:
+    return call.data == "ident_arg" and str(call.children[0]) == "has"
+
+
+def _string(node: Any) -> str | None:
+    """The value of `node` if it is (only wraps) a simple string literal."""
+    while isinstance(node, lark.Tree) and node.data in _PASS_THROUGH and len(node.children) == 1:
+        node = node.children[0]
+    if not (isinstance(node, lark.Tree) and node.data == "literal"):
+        return None
+    simple = _SIMPLE_STRING.fullmatch(str(node.children[0]))
+    if simple is None:
+        return None
+    return simple[1] if simple[1] is not None else simple[2]

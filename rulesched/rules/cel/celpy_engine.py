@@ -243,11 +243,12 @@ class _LazyVariables(celtypes.MapType):
 class CelpyEngine(Engine):
     name: ClassVar[EngineName] = "celpy"
 
-    def __init__(self) -> None:
+    def __init__(self, checker: Engine | None = None) -> None:
+        """`checker` (the cpp engine, given by `make_engine`) types each expression; without it, all are dyn."""
         self._env = celpy.Environment(runner_class=celpy.InterpretedRunner)
         self._functions = _functions()
         self._known = frozenset(self._functions) | frozenset(_BASE) | _MACROS
-        self._checker: Engine | None = _cpp_checker()
+        self._checker = checker
 
     def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
         result_type = self._checker.compile(source).result_type if self._checker else "dyn"
@@ -285,11 +286,3 @@ def _called(tree: lark.Tree[Any]) -> set[str]:
         elif node.data == "member_dot_arg":
             names.add(str(node.children[1]))
     return names
-
-
-def _cpp_checker() -> Engine | None:
-    try:
-        from rulesched.rules.cel.cpp import CppEngine
-    except ImportError:  # pragma: no cover - cel-expr-python is a dependency; this keeps celpy portable
-        return None
-    return CppEngine()

@@ -1,0 +1,23 @@
+"""`rulesched check`: load and compile rule files, print every error."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rulesched.rules.cel import ENGINE_NAMES
+
+
+def add(commands: Any) -> None:
+    check = commands.add_parser("check", help="load and compile rule files; print every error")
+    check.add_argument("paths", nargs="*", type=Path, default=[Path("rules")], help="rule directories or files")
+    check.add_argument("--cel-engine", choices=ENGINE_NAMES, default="cpp")
+    check.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rulesched.tools.check import check
+
+    return check(args.paths, args.cel_engine, sys.stdout, sys.stderr)

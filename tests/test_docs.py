@@ -1,0 +1,212 @@
+"""Every marked example in docs/ (and the README) runs; every relative link resolves; the settings page is current.
+
+Markers, each on the line before a fenced block:
+- `<!-- doc-test -->` before ```sh: each line is a `rulesched …` command run from the repository root;
+  it must exit 0 (`<!-- doc-test exit=1 -->`: exit 1). A line ending in `\\` continues on the next.
+- `<!-- doc-test: console -->` before ```console: `$ rulesched …` lines, each followed by exactly the
+  output it prints (standard output and standard error, in that order).
+- `<!-- doc-test: rules -->` before ```yaml: a complete rule file, which must load (`rulesched check`).
+- `<!-- curl-example -->` + `<!-- curl-answer -->`: a request to the README's server and its exact answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rulesched.cli import main
+from rulesched.cli.reference import configuration_reference
+from rulesched.settings import Settings
+from tests.paths import REPO
+from tests.server import running_server
+
+DOCS = REPO / "docs"
+PAGES = sorted([REPO / "README.md", *DOCS.rglob("*.md")])
+CONFIGURATION = DOCS / "operations" / "configuration.md"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced block after a marker: where it is, the marker's argument and the block's text."""
+
+    page: Path
+    line: int
+    marker: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.page.relative_to(REPO)}:{self.line}"
+
+
+def blocks(marker: str, pages: list[Path] = PAGES) -> list[Block]:
+    """Every fenced block following `<!-- marker… -->` (the marker's rest, e.g. `exit=1`, kept)."""
+    found = []
+    pattern = re.compile(rf"<!-- {re.escape(marker)}(?P<rest>[^>]*?)-->\n```[\w-]*\n(?P<text>.*?)\n```", re.DOTALL)
+    for page in pages:
+        source = page.read_text()
+        for match in pattern.finditer(source):
+            line = source.count("\n", 0, match.start()) + 1
+            found.append(Block(page, line, match["rest"].strip(), match["text"]))
+    return found
+
+
+def commands(text: str) -> list[str]:
+    """The command lines of a block, continuation lines joined, comments and blank lines dropped."""
+    joined = text.replace("\\\n", " ")
+    return [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def run(command: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    words = shlex.split(command)
+    assert words[0] == "rulesched", f"a doc-test runs rulesched commands only, not {command!r}"
+    capsys.readouterr()
+    try:
+        status = main(words[1:])
+    except SystemExit as exited:  # --help, or a usage error found by argparse
+        status = exited.code if isinstance(exited.code, int) else 2
+    captured = capsys.readouterr()
+    return status, captured.out + captured.err
+
+
+SH_BLOCKS = [b for b in blocks("doc-test") if not b.marker.startswith(":")]
+CONSOLE_BLOCKS = blocks("doc-test: console")
+RULE_BLOCKS = blocks("doc-test: rules")
+
+
+@pytest.mark.parametrize("block", SH_BLOCKS, ids=str)
+def test_documented_commands_exit_as_shown(
+    block: Block, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)
+    expected = int(block.marker.removeprefix("exit=")) if block.marker else 0
+    for command in commands(block.text):
+        status, output = run(command, capsys)
+        assert status == expected, f"{block}: {command!r} exited {status}:\n{output}"
+
+
+def console_session(text: str) -> list[tuple[str, str]]:
+    """(command, the output shown under it) for each `$ ` line of a console block."""
+    session: list[tuple[str, list[str]]] = []
+    for line in text.replace("\\\n", " ").splitlines():
+        if line.startswith("$ "):
+            session.append((line[2:].strip(), []))
+        else:
+            assert session, f"output before any command: {line!r}"
+            session[-1][1].append(line)
+    return [(command, "\n".join(lines)) for command, lines in session]
+
+
+@pytest.mark.parametrize("block", CONSOLE_BLOCKS, ids=str)
+def test_documented_sessions_print_what_is_shown(
+    block: Block, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)
+    for command, shown in console_session(block.text):
+        _, output = run(command, capsys)
+        assert output.rstrip("\n") == shown, f"{block}: {command!r}"
+
+
+@pytest.mark.parametrize("block", RULE_BLOCKS, ids=str)
+def test_documented_rule_files_load(block: Block, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "example.yaml").write_text(block.text + "\n")
+    status, output = run(f"rulesched check {tmp_path}", capsys)
+    assert status == 0, f"{block}:\n{output}"
+
+
+def test_the_docs_have_examples_of_every_kind() -> None:
+    assert len(SH_BLOCKS) >= 5
+    assert len(CONSOLE_BLOCKS) >= 3
+    assert len(RULE_BLOCKS) >= 2
+
+
+def readme_server_settings() -> Settings:
+    """The settings the README's run command asks for."""
+    readme = (REPO / "README.md").read_text()
+    run_command = re.findall(r"<!-- run-command -->\n```\w*\n(.*?)\n```", readme, re.DOTALL)[0]
+    words = shlex.split(run_command.split("&&")[-1])
+    flags = dict(zip(words[2::2], words[3::2], strict=True))
+    return Settings(
+        rules_dir=REPO / flags["--rules"],
+        nodes_file=REPO / flags["--nodes"],
+        metrics_file=REPO / flags["--metrics"],
+        cluster="off",
+    )
+
+
+def test_curl_examples_give_the_answers_shown() -> None:
+    examples, answers = blocks("curl-example"), blocks("curl-answer")
+    assert [e.page for e in examples] == [a.page for a in answers], "every curl-example needs its curl-answer"
+    assert len(examples) >= 2
+    with running_server(readme_server_settings()) as url:
+        for example, shown in zip(examples, answers, strict=True):
+            words = shlex.split(example.text)
+            target = next(w for w in words if w.startswith("http://127.0.0.1:8888/"))
+            body = words[words.index("-d") + 1]
+            answer = httpx.post(url + target.removeprefix("http://127.0.0.1:8888"), content=body)
+            assert answer.json() == json.loads(shown.text), str(example)
+
+
+def test_the_configuration_page_is_generated_from_the_settings() -> None:
+    assert CONFIGURATION.read_text() == configuration_reference(), (
+        "regenerate it: rulesched config reference > docs/operations/configuration.md"
+    )
+
+
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"```.*?```", re.DOTALL)
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to dashes."""
+    text = unicodedata.normalize("NFKC", heading.strip().lower()).replace("`", "")
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    text = FENCE.sub("", page.read_text())
+    return {anchor(h) for h in re.findall(r"^#+ (.+)$", text, re.MULTILINE)}
+
+
+def links(page: Path) -> list[str]:
+    return [t for t in LINK.findall(FENCE.sub("", page.read_text())) if not re.match(r"\w+:", t)]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_relative_link_resolves(page: Path) -> None:
+    broken = []
+    for target in links(page):
+        path, _, fragment = target.partition("#")
+        resolved = (page.parent / path).resolve() if path else page
+        if (
+            not resolved.exists()
+            or not resolved.is_relative_to(REPO)
+            or (fragment and resolved.suffix == ".md" and fragment not in anchors(resolved))
+        ):
+            broken.append(target)
+    assert broken == []
+
+
+def test_every_docs_page_is_reachable_from_the_index() -> None:
+    seen, queue = set(), [DOCS / "index.md"]
+    while queue:
+        page = queue.pop()
+        if page in seen or page.suffix != ".md" or not page.exists():
+            continue
+        seen.add(page)
+        queue.extend((page.parent / t.partition("#")[0]).resolve() for t in links(page) if t.partition("#")[0])
+    assert sorted(p.relative_to(REPO) for p in DOCS.rglob("*.md") if p not in seen) == []
+
+
+def test_the_readme_links_the_docs_index() -> None:
+    assert "(docs/index.md)" in (REPO / "README.md").read_text()
+
+
+def test_the_readme_stays_short() -> None:
+    assert len((REPO / "README.md").read_text().splitlines()) <= 200
