@@ -45,6 +45,15 @@ def fixture(name: str) -> Any:
     return json.loads((APISERVER_FIXTURES / name).read_text())
 
 
+def _recorded(name: str, **names: str) -> dict[str, Any]:
+    """A recorded binding answer, with the recorded pod and node names replaced by these."""
+    text = (POD_FIXTURES / name).read_text()
+    for recorded, actual in names.items():
+        text = text.replace(recorded, actual)
+    answer: dict[str, Any] = json.loads(text)
+    return answer
+
+
 def pod_fixture(name: str) -> Any:
     """A recorded pods/namespaces answer (the first line of a watch stream)."""
     text = (POD_FIXTURES / name).read_text()
@@ -584,16 +593,12 @@ class _Handler(BaseHTTPRequestHandler):
                 )
                 return 403, _status(403, "Forbidden", message, {"name": name, "kind": "pods"})
             if pod is None:
-                return 404, _status(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+                return 404, _recorded("b4-binding-missing-pod-404.json", nope=name)
             if uid and uid != pod.uid:
                 message = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod.uid}"
                 return 409, _status(409, "Conflict", message, {"name": name, "kind": "pods/binding"})
             if pod.node:
-                message = (
-                    f'Operation cannot be fulfilled on pods/binding "{name}": '
-                    f'pod {name} is already assigned to node "{pod.node}"'
-                )
-                return 409, _status(409, "Conflict", message, {"name": name, "kind": "pods/binding"})
+                return 409, _recorded("b3-binding-already-bound-409.json", **{"b-target": name, "node-a": pod.node})
             pod.node = node
             found = self.state.pod_objects.get((namespace, name))
             if found is not None:
@@ -605,7 +610,7 @@ class _Handler(BaseHTTPRequestHandler):
                 )
                 self.api._pod_change("MODIFIED", bound)
         # What kube-apiserver answers to a Binding: a Status "Success" with code 201 (not the Binding).
-        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+        return 201, _recorded("w4-binding-201.json")
 
 
 class _WatchStream:
