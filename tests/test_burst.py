@@ -104,6 +104,19 @@ def test_a_burst_of_replicas_spreads_with_the_founding_rules(api: KubeAPI, tmp_p
         pods = server.parts.cluster.pods
         assert pods is not None
         wait_for(lambda: sum(int(pods.node_pods(n, None).allocated["pods"]) for n in placed) == REPLICAS + 2)
+        checks = httpx.get(f"{server.url}/readyz").json()["checks"]
+        assert (checks["podCache"], checks["namespaceCache"]) == (True, True)
+        sources = httpx.get(f"{server.url}/rules").json()["sources"]
+        assert sources["pods"]["objects"] == REPLICAS + 2
+        assert (sources["pods"]["failing"], sources["pods"]["relists"]) == (False, 1)
+        assert sources["namespaces"]["objects"] == 8
+        url = f"{server.url}/rules"
+        wait_for(
+            lambda: httpx.get(url).json()["sources"]["pods"]["pendingPlacements"] == 0,
+            what="every placement confirmed by the pod watch",
+        )
+        exposition = httpx.get(f"{server.url}/metrics").text
+        assert f'rulesched_source_objects{{source="pods"}} {REPLICAS + 2}.0' in exposition
 
 
 def test_the_shipped_rules_directory_serves_the_burst(api: KubeAPI, tmp_path: Path) -> None:

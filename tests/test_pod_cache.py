@@ -186,3 +186,18 @@ def test_recent_counts_the_pods_placed_after_the_sample() -> None:
     assert (node.recent["count"], node.recent["requests"]["cpu"]) == (1.0, 2.0)
     without = node.without({"new"})
     assert (without.allocated["cpu"], without.recent["count"], without.recent["requests"]["cpu"]) == (1.0, 0.0, 0.0)
+
+
+def test_the_pod_index_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    index = PodIndex(max_pods=2)
+    bound = []
+    for number in range(3):
+        pod = make_pod(name=f"p{number}")
+        pod["metadata"]["uid"] = f"u{number}"
+        pod["spec"]["nodeName"] = "node-a"
+        bound.append(pod)
+    index.replace(bound[:2])
+    index.apply("ADDED", bound[2])
+    assert index.size() == 2
+    assert index.overflowed
+    assert "pod cache full" in caplog.text

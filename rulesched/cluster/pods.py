@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import heapq
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping
@@ -21,6 +22,8 @@ from typing import Any, Protocol
 
 from rulesched.cluster.sources import ChangeLog, SourceError, items_of, parse_timestamp
 from rulesched.rules.context import NodePods, namespace_view, node_pods, pod_view
+
+log = logging.getLogger(__name__)
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _MAX_VERSIONS = 100_000
@@ -257,7 +260,8 @@ class PodIndex:
             self._pods, self._by_node = found, by_node
             for key in [k for k in self._pending if k in found]:
                 self._unpend(key)
-            self.overflowed = len(found) >= self.max_pods
+            if len(found) >= self.max_pods:
+                self._overflow()
             for placed in found.values():
                 self._push(placed.placed, placed.node)
             self._touch(None)
@@ -282,13 +286,18 @@ class PodIndex:
             if old is not None:
                 self._remove(key, old)
             if len(self._pods) >= self.max_pods:
-                self.overflowed = True
+                self._overflow()
                 return
             placed = Placed(node, view, old.placed if old is not None and old.node == node else placed_at(pod, _now()))
             self._pods[key] = placed
             self._by_node.setdefault(node, {})[key] = placed
             self._push(placed.placed, node)
             self._touch(node)
+
+    def _overflow(self) -> None:
+        if not self.overflowed:
+            log.warning("pod cache full (%d pods, RULESCHED_MAX_PODS): further pods are left out", self.max_pods)
+        self.overflowed = True
 
     def _remove(self, key: str, old: Placed) -> None:
         del self._pods[key]
