@@ -30,6 +30,16 @@ class Settings(BaseSettings):
     """TCP port to listen on."""
     cel_engine: Literal["cpp", "celpy"] = "cpp"
     """CEL engine: cpp (cel-expr-python, fast) or celpy (pure Python reference)."""
+    cel_cost_limit: int = Field(1_000_000, ge=1)
+    """Largest estimated worst-case cost of one expression; costlier ones do not load (docs/rules/cost.md).
+    The default is Kubernetes' per-expression limit (PerCallLimit)."""
+    cel_budget_steps: int = Field(1_000_000, ge=1)
+    """Evaluation steps one expression may take on one node (celpy engine; cel-cpp has its own iteration limit)."""
+    cel_budget_size: int = Field(1_000_000, ge=1)
+    """Longest string, list or map one evaluation may build, in characters or elements (celpy engine)."""
+    request_deadline: float = Field(2.0, gt=0, le=60)
+    """Seconds a filter, prioritize or preempt call may spend evaluating rules; past it, the rules not yet
+    evaluated follow their failurePolicy (docs/rules/cost.md). Keep it under kube-scheduler's httpTimeout."""
     nodes_file: Path | None = None
     """Offline node source for names mode: a NodeList in JSON or YAML."""
     metrics_file: Path | None = None

@@ -76,7 +76,7 @@ def test_the_extender_entry_matches_a_configuration_a_real_scheduler_ran(capsys:
         (["--bind"], {"bindVerb": "bind"}),
         (["--preempt"], {"preemptVerb": "preempt"}),
         (["--timeout", "1m30s"], {"httpTimeout": "1m30s"}),
-        (["--timeout", "250ms"], {"httpTimeout": "250ms"}),
+        (["--timeout", "250ms", "--request-deadline", "0.1"], {"httpTimeout": "250ms"}),
         (["--ignorable"], {"ignorable": True}),
         (
             ["--managed-resource", "example.com/foo", "--managed-resource", "example.com/bar"],
@@ -182,6 +182,7 @@ def test_the_output_is_plain_yaml_with_the_api_version_first(capsys: pytest.Capt
         (["--timeout", "5"], "--timeout '5' is not a Go duration"),
         (["--timeout", "5 s"], "is not a Go duration"),
         (["--timeout", "0s"], "--timeout must be longer than 0"),
+        (["--timeout", "2s"], "--timeout 2s leaves rulesched no time to answer after its request deadline (2s)"),
         (["--url", "127.0.0.1:8888"], "must be http(s)://host:port[/path]"),
         (["--url", "https://x", "--tls-cert-file", "/c"], "--tls-cert-file and --tls-key-file go together"),
         (["--tls-ca-file", "/ca"], "TLS options need an https:// --url"),

@@ -26,6 +26,7 @@ def _scheduler_parser(kinds: Any) -> None:
     add("--bind", action="store_true", help="let rulesched bind (serve it with --enable-bind)")
     add("--preempt", action="store_true", help="ask rulesched which preemption victims are acceptable")
     add("--timeout", default="5s", help="httpTimeout, a Go duration (default %(default)s)")
+    add("--request-deadline", type=float, default=2.0, help="the server's --request-deadline (default %(default)s)")
     add("--ignorable", action="store_true", help="on extender errors schedule without it instead of failing")
     add("--scheduler-name", help="run as a second scheduler: its profile name and leader election lease")
     add("--namespace", default="rulesched-system", help="the lease's namespace (default %(default)s)")
@@ -48,6 +49,7 @@ def run_scheduler(args: argparse.Namespace) -> int:
         bind=args.bind,
         preempt=args.preempt,
         timeout=args.timeout,
+        request_deadline=args.request_deadline,
         scheduler_name=args.scheduler_name,
         namespace=args.namespace,
         kubeconfig=args.kubeconfig,

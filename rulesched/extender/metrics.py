@@ -42,6 +42,12 @@ class Metrics:
         rule = ["rule_set", "rule"]
         self.rejections = Counter("rulesched_filter_rejections", "Nodes rejected, by filter rule", rule, registry=r)
         self.errors = Counter("rulesched_rule_errors", "Rule evaluation errors, by rule", rule, registry=r)
+        self.deadlines = Counter(
+            "rulesched_deadline_exceeded",
+            "Requests whose deadline passed before every rule was evaluated, by verb",
+            ["verb"],
+            registry=r,
+        )
         self.audit = Counter(
             "rulesched_audit_rejections", "Nodes an Audit-mode filter would have rejected, by rule", rule, registry=r
         )
@@ -99,6 +105,8 @@ class Metrics:
     ) -> None:
         """Count one decision; `failures` is `decision.failures()`, counted once by the caller."""
         self.candidates.labels(verb).observe(candidates)
+        if decision.deadline_exceeded:
+            self.deadlines.labels(verb).inc()
         for (rule_set, rule), count in collections.Counter((e.rule_set, e.rule) for e in decision.errors).items():
             self.errors.labels(rule_set, rule).inc(count)
         for (rule_set, rule, enforce), count in failures.items():

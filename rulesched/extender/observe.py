@@ -53,8 +53,21 @@ class Observer:
             "generation": decision.generation,
             "durationMs": round(seconds * 1000, 3),
         }
-        message = "%s %s/%s: %d of %d nodes passed"
+        if decision.errors:
+            fields["ruleErrors"] = rule_errors(decision)
+        if decision.deadline_exceeded:
+            fields["deadlineExceeded"] = True
+        message = "%s %s/%s: %d of %d nodes passed" + (" (deadline exceeded)" if decision.deadline_exceeded else "")
         log.info(message, verb, identity["namespace"], identity["name"], passed, candidates, extra=fields)
         if log.isEnabledFor(logging.DEBUG):
             for node in decision.nodes.values():
                 log.debug("%s %s on %s", verb, identity["name"], node.name, extra={"node": node.as_dict()})
+
+
+def rule_errors(decision: Decision) -> dict[str, dict[str, Any]]:
+    """The decision's evaluation errors by rule: how many nodes, and the first error's text (cut short)."""
+    found: dict[str, dict[str, Any]] = {}
+    for error in decision.errors:
+        entry = found.setdefault(f"{error.rule_set}/{error.rule}", {"nodes": 0, "error": error.error[:300]})
+        entry["nodes"] += 1
+    return found

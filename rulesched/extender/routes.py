@@ -3,16 +3,23 @@
 Every handler reads the active RuleBook once, so a request is answered by one generation of the
 rules. Bad input is a 400 with a JSON reason; nothing here lets an exception reach a worker. The
 garbage collector pauses while filter and prioritize are answered (see `_no_collection`).
+
+Rules are evaluated in one worker thread (`Extender.evaluate`), one request at a time, so that the event
+loop keeps answering /healthz and /readyz meanwhile; a call the caches answer is answered on the loop,
+without the trip to the thread. Each request has a deadline (settings `request_deadline`), past which
+the rules not yet evaluated follow their failurePolicy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -29,6 +36,7 @@ from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext, context_report, namespace_name, with_pods
 from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
+from rulesched.rules.plan import NeedsEvaluationError, lookups_only
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 
@@ -59,6 +67,44 @@ class Extender:
         # Full mode sends whole nodes with filter, but only names with preempt: the contexts keep the
         # nodes that have a resourceVersion, this the few that have none.
         self.seen: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
+        self.evaluator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rulesched-evaluate")
+        """The one thread rules are evaluated in."""
+        self.evaluating = 0
+        """Calls handed to the evaluation thread and not yet answered (changed on the event loop only)."""
+
+    def deadline(self) -> float:
+        """The deadline of a request that starts now, as a `time.monotonic()` value."""
+        return time.monotonic() + self.settings.request_deadline
+
+    async def evaluate(
+        self, book: RuleBook, pod: Mapping[str, Any], contexts: Sequence[NodeContext], deadline: float, **kinds: bool
+    ) -> Decision:
+        """`engine.evaluate`, cut short at `deadline`; `kinds`: run_filters, run_scores. A call the caches
+        answer (a replica, say) is answered here; any other runs in the evaluation thread. Evaluations never
+        overlap: the caches are not shared between threads."""
+        filters, scores = kinds.get("run_filters", True), kinds.get("run_scores", True)
+        namespace = self.namespace(pod)
+        work = functools.partial(
+            evaluate,
+            book,
+            pod,
+            contexts,
+            run_filters=filters,
+            run_scores=scores,
+            deadline=deadline,
+            namespace=namespace,
+        )
+        if not self.evaluating:
+            try:
+                with lookups_only():
+                    return work()
+            except NeedsEvaluationError:
+                pass
+        self.evaluating += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.evaluator, work)
+        finally:
+            self.evaluating -= 1
 
     async def body(self, request: Request) -> bytes:
         limit = self.settings.max_body_bytes
@@ -208,6 +254,7 @@ async def _resume_collection(garbage: list[object]) -> None:
 
 
 async def filter_verb(extender: Extender, request: Request) -> Response:
+    deadline = extender.deadline()
     body = await extender.body(request)
     with _no_collection() as resume_after:
         args = wire.ExtenderArgs.parse(body)
@@ -216,18 +263,17 @@ async def filter_verb(extender: Extender, request: Request) -> Response:
         garbage: list[object] = [args]
         extender.forget(args.pod)
         contexts, unknown = await extender.candidates(args, garbage)
-        return resume_after(_filter_answer(extender, args, book, contexts, unknown, started), garbage)
+        decision = await extender.evaluate(book, args.pod, contexts, deadline, run_scores=False)
+        return resume_after(_filter_answer(extender, args, decision, unknown, started), garbage)
 
 
 def _filter_answer(
     extender: Extender,
     args: wire.ExtenderArgs,
-    book: RuleBook,
-    contexts: list[NodeContext],
+    decision: Decision,
     unknown: dict[str, str],
     started: float,
 ) -> Response:
-    decision = evaluate(book, args.pod, contexts, run_scores=False, namespace=extender.namespace(args.pod))
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
     verdicts = decision.nodes
@@ -249,6 +295,7 @@ def _filter_answer(
 
 
 async def prioritize_verb(extender: Extender, request: Request) -> Response:
+    deadline = extender.deadline()
     body = await extender.body(request)
     with _no_collection() as resume_after:
         args = wire.ExtenderArgs.parse(body)
@@ -257,7 +304,7 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
         garbage: list[object] = [args]
         extender.forget(args.pod)
         contexts, _ = await extender.candidates(args, garbage)
-        decision = evaluate(book, args.pod, contexts, run_filters=False, namespace=extender.namespace(args.pod))
+        decision = await extender.evaluate(book, args.pod, contexts, deadline, run_filters=False)
         extender.reserve(args.pod, decision)
         found = decision.nodes
         if len(found) == len(args.names):  # every candidate evaluated, in the request's order
@@ -270,10 +317,11 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
 
 
 async def preempt_verb(extender: Extender, request: Request) -> Response:
+    deadline = extender.deadline()
     args = wire.ExtenderPreemptionArgs.parse(await extender.body(request))
     book = extender.book()
     contexts = extender.preempt_contexts(args.victims)
-    decision = evaluate(book, args.pod, contexts, run_scores=False, namespace=extender.namespace(args.pod))
+    decision = await extender.evaluate(book, args.pod, contexts, deadline, run_scores=False)
     kept = {name: v for name, v in args.victims.items() if name in decision.nodes and decision.nodes[name].passed}
     return json_response(wire.preemption_result(kept))
 
@@ -293,10 +341,10 @@ async def bind_verb(extender: Extender, request: Request) -> Response:
 async def explain_verb(extender: Extender, request: Request) -> Response:
     if not extender.settings.enable_explain:
         return error_response(404, "explain is disabled: start rulesched serve with --enable-explain")
+    deadline = extender.deadline()
     args = wire.ExtenderArgs.parse(await extender.body(request))
     contexts, unknown = await extender.candidates(args)
-    namespace = extender.namespace(args.pod)
-    decision = evaluate(extender.book(), args.pod, contexts, namespace=namespace)
-    report = decision.explain(args.pod) | context_report(args.pod, namespace, contexts)
+    decision = await extender.evaluate(extender.book(), args.pod, contexts, deadline)
+    report = decision.explain(args.pod) | context_report(args.pod, extender.namespace(args.pod), contexts)
     report["unknownNodes"] = unknown
     return json_response(report)

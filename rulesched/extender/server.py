@@ -20,7 +20,7 @@ from rulesched.extender.app import create_app
 from rulesched.extender.logformat import configure_logging
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.observe import Observer
-from rulesched.rules.cel import make_engine
+from rulesched.rules.cel import Limits, make_engine
 from rulesched.rules.reloader import Reloader
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
@@ -44,7 +44,8 @@ class Parts:
 
 def build(settings: Settings) -> Parts:
     """Load the rules (all must load) and build the cluster sources and the app; nothing started yet."""
-    store = RuleStore([settings.rules_dir], make_engine(settings.cel_engine))
+    limits = Limits(cost=settings.cel_cost_limit, steps=settings.cel_budget_steps, size=settings.cel_budget_size)
+    store = RuleStore([settings.rules_dir], make_engine(settings.cel_engine, limits))
     metrics = Metrics()
     metrics.watch_store(store)
     if not settings.rules_dir.is_dir():

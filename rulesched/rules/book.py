@@ -14,6 +14,7 @@ from typing import Literal
 
 from rulesched.rules.cel import CelCompileError, Engine, Program, VariableSource
 from rulesched.rules.cel.analysis import Path, paths_of, reads
+from rulesched.rules.cel.cost import CostEstimateError, Estimate, estimate, over_limit_message
 from rulesched.rules.errors import LoadError
 from rulesched.rules.model import Filter, MatchCondition, RuleSet, Score, Variable
 
@@ -100,6 +101,9 @@ class _Compiler:
         self.variables: dict[str, tuple[VariableSource, frozenset[str], tuple[str, ...]]] = {}
         self.broken: set[str] = set()
         """Variables whose own error is already reported; what reads them is not compiled."""
+        self.estimates: dict[str, Estimate] = {}
+        """Each compiled variable's estimated cost and result size (docs/rules/cost.md)."""
+        self.last_estimate: Estimate | None = None
 
     def error(self, loc: tuple[str | int, ...], rule: str | None, message: str, **extra: object) -> None:
         field_path = ".".join(f"[{p}]" if isinstance(p, int) else p for p in loc).replace(".[", "[")
@@ -142,7 +146,23 @@ class _Compiler:
         if _ACCEPTED[want] and program.result_type not in _ACCEPTED[want]:
             self.error(loc, rule, f"must be a {want}, not {program.result_type}", expression=source)
             return None, names
+        if not self._within_cost(loc, rule, source):
+            return None, names
         return program, names
+
+    def _within_cost(self, loc: tuple[str | int, ...], rule: str, source: str) -> bool:
+        """True when `source`'s estimated worst-case cost is within the engine's limit; else reported."""
+        limit = self.engine.limits.cost
+        try:
+            found = estimate(source, self.estimates, limit)
+        except CostEstimateError as error:
+            self.error(loc, rule, f"CEL: {error}", expression=source)
+            return False
+        self.last_estimate = found
+        if found.cost <= limit:
+            return True
+        self.error(loc, rule, f"CEL: {over_limit_message(found, limit)}", expression=source, position=found.position)
+        return False
 
     def _undefined(self, name: str) -> str:
         if any(variable.name == name for variable in self.rule_set.spec.variables):
@@ -176,6 +196,8 @@ class _Compiler:
             self.variables[variable.name] = (VariableSource(variable.name, variable.expression), names, direct)
             if program is None:
                 self.broken.add(variable.name)
+            elif self.last_estimate is not None:
+                self.estimates[variable.name] = self.last_estimate
         filters = list(self._filters())
         scores = list(self._scores())
         if self.errors:

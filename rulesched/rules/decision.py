@@ -109,6 +109,8 @@ class Decision:
     errors: list[RuleError] = field(default_factory=list)
     counted_failures: Counter[tuple[str, str, bool]] | None = field(default=None, repr=False, compare=False)
     """`failures()` as counted by the engine while collecting its cached verdicts; None: count them."""
+    deadline_exceeded: bool = False
+    """The request's deadline passed: rules not evaluated by then followed their failurePolicy."""
 
     @property
     def passed(self) -> list[str]:
@@ -151,6 +153,7 @@ class Decision:
             "nodes": [n.as_dict() for n in self.nodes.values()],
             "ranking": [{"name": n.name, "score": n.score} for n in self.ranking()],
             "errors": [{"ruleSet": e.rule_set, "rule": e.rule, "node": e.node, "error": e.error} for e in self.errors],
+            "deadlineExceeded": self.deadline_exceeded,
         }
 
     def explain(self, pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from rulesched.rules import reference
 from rulesched.rules.book import CompiledFilter, CompiledScore, RuleBook
 from rulesched.rules.cel import Program
+from rulesched.rules.cel import deadline as cel_deadline
 from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision, FilterResult, NodeDecision, Outcome, RuleError, ScoreResult
 from rulesched.rules.plan import (
@@ -31,10 +32,12 @@ from rulesched.rules.plan import (
     Plan,
     PodRequest,
     Rule,
+    forget,
     node_bindings,
     plan_for,
     projection,
     remember,
+    work,
 )
 
 MAX_SCORE = reference.MAX_SCORE
@@ -61,11 +64,35 @@ def evaluate(
     now: datetime.datetime | None = None,
     run_filters: bool = True,
     run_scores: bool = True,
+    deadline: float | None = None,
     namespace: Mapping[str, Any] | None = None,
 ) -> Decision:
     """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass.
+    `namespace` is the pod's Namespace object (`namespaceObject`), None when not known.
 
-    `namespace` is the pod's Namespace object (`namespaceObject`), None when not known."""
+    Past `deadline` (a `time.monotonic()` value), every rule not yet evaluated fails with the deadline's
+    error and follows its failurePolicy; the Decision says so, and the plan's caches are dropped, so that
+    no result of this request is reused."""
+    with cel_deadline(deadline) as expiry:
+        decision = _evaluate(
+            book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores, namespace=namespace
+        )
+    if expiry.expired:
+        decision.deadline_exceeded = True
+        forget(book)
+    return decision
+
+
+def _evaluate(
+    book: RuleBook,
+    pod: Mapping[str, Any],
+    nodes: Sequence[NodeContext],
+    *,
+    now: datetime.datetime | None,
+    run_filters: bool,
+    run_scores: bool,
+    namespace: Mapping[str, Any] | None,
+) -> Decision:
     now = now or datetime.datetime.now(datetime.UTC)
     plan = plan_for(book)
     request = plan.request(pod, now, namespace)
@@ -82,10 +109,12 @@ def evaluate(
     decision.nodes = {v.name: v for v in verdicts}
     if len(decision.nodes) != len(nodes):
         # Repeated names share one NodeDecision; kube-scheduler never sends them, the reference copes.
+        work()
         return reference.evaluate(
             book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores, namespace=namespace
         )
     if run_filters and run_scores:
+        work()
         passing = [i for i, v in enumerate(verdicts) if v.passed]
         memos = _memos(plan, [nodes[i] for i in passing])
         _score(plan, request, scores, [nodes[i] for i in passing], memos, decision)
@@ -107,6 +136,7 @@ def _applying(plan: Plan, request: PodRequest, decision: Decision) -> list[int]:
     key = request.key_for(plan.conditions_read_now)
     found = plan.applying.get(key)
     if found is None:
+        work()
         engine = plan.book.engine
         shared = {name: engine.convert(value) for name, value in request.values.items()}
         probe = Decision(generation=0, applied=[], nodes={})
@@ -219,6 +249,7 @@ def _filter(
         memo.filtered if (memo := node.memo or NO_MEMO).filter_key is key else memo.decisions.get(key) for node in nodes
     ]
     if not all(found):  # `None in found` compares each tuple with None: slower
+        work()
         memos = _memos(plan, nodes)
         missing = [i for i, hit in enumerate(found) if hit is None]
         for i, built in zip(missing, _verdicts(plan, request, rules, nodes, memos, missing), strict=True):
@@ -411,6 +442,7 @@ def _prioritize(
     key = plan.key("prioritize", tuple(r.position for r in rules), pods, ranges)
     found: list[Cached | None] = [memo.scored if memo.score_key is key else memo.decisions.get(key) for memo in memos]
     if not all(found):
+        work()
         missing = [i for i, hit in enumerate(found) if hit is None]
         fresh = Decision(generation=0, applied=[], nodes={nodes[i].name: NodeDecision(nodes[i].name) for i in missing})
         _score(plan, request, rules, [nodes[i] for i in missing], [memos[i] for i in missing], fresh, ranges)
@@ -504,6 +536,7 @@ def _score_outcomes(
     found: list[ScoreOutcome | None] = [m.per_pod.get(key) for m in memos]
     missing = [i for i, hit in enumerate(found) if hit is None]
     if missing:
+        work()
         results, _, _ = _run(
             plan,
             request,

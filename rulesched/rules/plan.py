@@ -12,12 +12,13 @@ evaluation, so a pod never seen before costs one evaluation per distinct project
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import itertools
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, TypeVar
@@ -99,6 +100,35 @@ class PodRequest:
 
     def key_for(self, reads_now: bool) -> Hashable:
         return (self.key, self.now) if reads_now else self.key
+
+
+class NeedsEvaluationError(Exception):
+    """Raised under `lookups_only()` where an evaluation would have to compute something."""
+
+
+class _Mode(threading.local):
+    lookups_only: bool = False
+
+
+_mode = _Mode()
+
+
+@contextlib.contextmanager
+def lookups_only() -> Iterator[None]:
+    """Evaluations in this block may only read what the caches hold: at the first thing to compute (a
+    memo to build, a rule to run) they raise `NeedsEvaluationError` before changing any cache. The
+    extender answers such calls on its event loop, and runs the others in its evaluation thread."""
+    _mode.lookups_only = True
+    try:
+        yield
+    finally:
+        _mode.lookups_only = False
+
+
+def work() -> None:
+    """Called where an evaluation is about to compute: raises under `lookups_only()`."""
+    if _mode.lookups_only:
+        raise NeedsEvaluationError
 
 
 def remember(cache: dict[K, V], key: K, value: V, kept: int) -> V:
@@ -211,6 +241,7 @@ class Plan:
         if key in self._bound:
             self._bound.move_to_end(key)
             return self._bound[key]
+        work()
         names = rule.compiled.reads & PER_POD
         try:
             found: Program | None = program.bind({n: request.values.get(n, {}) for n in sorted(names)})
@@ -230,6 +261,7 @@ class Plan:
         found: list[NodeMemo] = [node.memo or NO_MEMO for node in nodes]
         if set(map(_TOKEN, found)) == {token}:
             return found, []
+        work()
         fresh = [i for i, memo in enumerate(found) if memo.token != token]
         for i in fresh:
             found[i] = self.memo(nodes[i])
@@ -292,3 +324,12 @@ def plan_for(book: RuleBook) -> Plan:
         while len(_plans) > _PLANS_KEPT:
             _plans.popitem(last=False)
         return plan
+
+
+def forget(book: RuleBook) -> None:
+    """Drop the plan of `book` and its caches (results cut short by a deadline must not be reused): the
+    next request makes a new plan, with a new token, so node memos of this one are ignored."""
+    with _lock:
+        plan = _plans.get(id(book))
+        if plan is not None and plan.book is book:
+            del _plans[id(book)]

@@ -24,6 +24,8 @@ from rulesched.rules.decision import Decision, FilterResult, NodeDecision, RuleE
 
 MAX_SCORE = 10
 """kube-scheduler's MaxExtenderPriority."""
+MESSAGE_MAX = 1024
+"""Longest reason a messageExpression may give; longer ones are cut (docs/rules/cost.md)."""
 
 
 def evaluate(
@@ -145,7 +147,9 @@ def filter_message(rule: CompiledFilter, binding: Any, program: Program | None =
             return rule.message
         # As in Kubernetes, a blank or multi-line result falls back to the static message.
         if isinstance(text, str) and text.strip() and "\n" not in text:
-            return text.strip()
+            text = text.strip()
+            # Cut, so that a message built per node cannot make an answer of gigabytes.
+            return text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 1] + "…"
     return rule.message
 
 

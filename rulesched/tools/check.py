@@ -10,16 +10,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from rulesched.rules.cel import EngineName, make_engine
+from rulesched.rules.cel import Engine, EngineName, make_engine
 from rulesched.rules.errors import RulesLoadFailed
 from rulesched.rules.loader import load_rule_book
 from rulesched.tools.lint import lint
 
 
-def check(paths: Sequence[Path], engine: EngineName, out: TextIO, err: TextIO) -> int:
+def check(paths: Sequence[Path], engine: EngineName | Engine, out: TextIO, err: TextIO) -> int:
     """0 when every file loads; otherwise every error, one per line, and 1."""
     try:
-        book = load_rule_book(list(paths), make_engine(engine))
+        book = load_rule_book(list(paths), make_engine(engine) if isinstance(engine, str) else engine)
     except RulesLoadFailed as failure:
         for error in failure.errors:
             print(error, file=err)

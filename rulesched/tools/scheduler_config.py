@@ -64,6 +64,12 @@ class SchedulerOptions:
     tls_server_name: str | None = None
     ignorable: bool = False
     managed_resources: Sequence[str] = field(default_factory=tuple)
+    request_deadline: float = 2.0
+    """The server's --request-deadline: httpTimeout must leave it time to answer after it."""
+
+
+ANSWER_MARGIN = 1.25
+"""httpTimeout is at least this many times the server's request deadline: time to send the answer."""
 
 
 def duration_seconds(text: str) -> float:
@@ -80,8 +86,15 @@ def _validate(options: SchedulerOptions) -> None:
         raise ConfigError(f"--url {options.url!r} must be http(s)://host:port[/path]")
     if options.weight <= 0:
         raise ConfigError("--weight must be > 0 (kube-scheduler requires it when prioritizeVerb is set)")
-    if duration_seconds(options.timeout) <= 0:
+    timeout = duration_seconds(options.timeout)
+    if timeout <= 0:
         raise ConfigError("--timeout must be longer than 0")
+    if timeout < options.request_deadline * ANSWER_MARGIN:
+        raise ConfigError(
+            f"--timeout {options.timeout} leaves rulesched no time to answer after its request deadline"
+            f" ({options.request_deadline:g}s): give at least {options.request_deadline * ANSWER_MARGIN:g}s,"
+            " or serve (and run this) with a shorter --request-deadline"
+        )
     if options.scheduler_name == "kube-scheduler" or options.scheduler_name == "default-scheduler":
         raise ConfigError(f"--scheduler-name {options.scheduler_name} is taken by the main scheduler")
     if bool(options.tls_cert_file) != bool(options.tls_key_file):

@@ -8,12 +8,18 @@ Rule expressions read the context variables of DESIGN.md §1. A rule set's `vari
 into each program that reads them, so a program is self-contained: callers evaluate it against one
 node's bindings and get a plain Python value (or a `CelEvalError`) back. `Program.bind` fixes the
 per-pod names of a program, so that per-node bindings can be cached and shared by every pod.
+
+Nothing an expression or an input value does escapes as another exception: whatever goes wrong in an
+evaluation (an engine exception, a budget, a deadline) is a `CelEvalError` (docs/rules/cost.md).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -46,8 +52,70 @@ class CelCompileError(Exception):
         self.column = column
 
 
+class CelCostError(CelCompileError):
+    """An expression whose estimated worst-case cost is over the limit (`Limits.cost`)."""
+
+    def __init__(self, message: str, estimate: int, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(message, line, column)
+        self.estimate = estimate
+
+
 class CelEvalError(Exception):
-    """An expression that failed on one input: a missing key, a wrong type, a division by zero."""
+    """An expression that failed on one input: a missing key, a wrong type, a division by zero, a budget."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one expression may cost (docs/rules/cost.md); the defaults are Kubernetes' where it has one."""
+
+    cost: int = 1_000_000
+    """Largest estimated worst-case cost of one expression at load time (Kubernetes' PerCallLimit)."""
+    steps: int = 1_000_000
+    """Evaluation steps (celpy: tree nodes visited, each comprehension iteration at least one) per evaluation."""
+    size: int = 1_000_000
+    """Longest string, list or map one evaluation may build (characters or elements)."""
+
+
+DEADLINE_MESSAGE = "not evaluated: the request's deadline passed"
+
+
+class _Clock(threading.local):
+    deadline: float | None = None
+    expired: bool = False
+
+
+@dataclass(slots=True)
+class Expiry:
+    """Whether the deadline of a `deadline` block passed during its evaluations (set when it ends)."""
+
+    expired: bool = False
+
+
+_clock = _Clock()
+
+
+@contextmanager
+def deadline(at: float | None) -> Iterator[Expiry]:
+    """Evaluations in this thread give up past `at` (a `time.monotonic()` value): each program not yet
+    started fails at once with `DEADLINE_MESSAGE`, and celpy stops one in progress. The `Expiry` given
+    tells, once the block ends, whether that happened."""
+    previous = _clock.deadline, _clock.expired
+    _clock.deadline, _clock.expired = at, False
+    expiry = Expiry()
+    try:
+        yield expiry
+    finally:
+        expiry.expired = _clock.expired
+        _clock.deadline, _clock.expired = previous
+
+
+def past_deadline() -> bool:
+    """True (and the expiry recorded) when this thread's deadline has passed."""
+    at = _clock.deadline
+    if at is None or time.monotonic() < at:
+        return False
+    _clock.expired = True
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +145,13 @@ class Program(ABC):
         to bindings that carry every value."""
 
     def evaluate_many(self, bindings: Sequence[Any]) -> list[Any]:
-        """Results for many nodes in one call; a failed node gives its `CelEvalError` in place."""
+        """Results for many nodes in one call; a failed node gives its `CelEvalError` in place, and
+        past the deadline every remaining node gets the deadline's error."""
         results: list[Any] = []
         for one in bindings:
+            if _clock.deadline is not None and past_deadline():
+                results.append(CelEvalError(DEADLINE_MESSAGE))
+                continue
             try:
                 results.append(self.evaluate(one))
             except CelEvalError as error:
@@ -94,6 +166,7 @@ class Engine(ABC):
     """Compiles expressions and prepares the values they run against."""
 
     name: ClassVar[EngineName]
+    limits: Limits = Limits()
 
     @abstractmethod
     def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
@@ -108,15 +181,20 @@ class Engine(ABC):
         """One node's context (converted values by name), ready for `Program.evaluate`."""
 
 
-def make_engine(name: EngineName) -> Engine:
+def make_engine(name: EngineName, limits: Limits | None = None) -> Engine:
     """The engine called `name`; its library is imported only when it is chosen."""
+    engine: Engine
     if name == "cpp":
         from rulesched.rules.cel.cpp import CppEngine
 
-        return CppEngine()
-    if name == "celpy":
+        engine = CppEngine()
+    elif name == "celpy":
         from rulesched.rules.cel.celpy_engine import CelpyEngine
 
         # cel-cpp's type checker gives each expression its result type, which celpy does not compute.
-        return CelpyEngine(checker=make_engine("cpp"))
-    raise ValueError(f"unknown CEL engine {name!r}: choose one of {', '.join(ENGINE_NAMES)}")
+        engine = CelpyEngine(checker=make_engine("cpp"))
+    else:
+        raise ValueError(f"unknown CEL engine {name!r}: choose one of {', '.join(ENGINE_NAMES)}")
+    if limits is not None:
+        engine.limits = limits
+    return engine

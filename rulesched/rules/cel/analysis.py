@@ -113,6 +113,11 @@ def _parse(source: str) -> lark.Tree[Any] | None:
         return None
 
 
+def syntax_tree(source: str) -> lark.Tree[Any] | None:
+    """The parse tree of `source` (with positions), or None when the grammar cannot parse it."""
+    return _parse(source)
+
+
 class _Tree:
     """A parsed expression with each node's parent, to walk up from an identifier."""
 

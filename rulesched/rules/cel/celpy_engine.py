@@ -5,12 +5,16 @@ celpy strays from the CEL spec in ways the adapter corrects so that both engines
 - it refuses heterogeneous numeric comparisons (`1 == 1.0`) that cel-cpp allows at run time;
 - it has no type checker: when cel-expr-python is installed its checker is used, so both engines
   report the same load errors and result types.
-The interpreted runner is used because the compiled one keeps state in module globals.
+The interpreted runner is used because the compiled one keeps state in module globals. It is metered
+(`_Evaluator`): each evaluation has a budget of steps and of the size of what it builds, and stops at
+the request's deadline (docs/rules/cost.md). Input values celpy cannot represent (integers outside
+64 bits) become error values, which fail only the expressions that read them, as on cel-cpp.
 """
 
 from __future__ import annotations
 
 import datetime
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -21,7 +25,16 @@ import celpy.evaluation
 import lark
 from celpy import celtypes
 
-from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
+from rulesched.rules.cel import (
+    CelCompileError,
+    CelEvalError,
+    Engine,
+    EngineName,
+    Limits,
+    Program,
+    VariableSource,
+    past_deadline,
+)
 from rulesched.rules.cel.library import OVERLOADS, Overload, TypeName
 
 _NUMBERS = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
@@ -177,7 +190,9 @@ class CelpyProgram(Program):
         result_type: str,
         runner: celpy.Runner,
         variables: Sequence[tuple[str, celpy.Runner]],
+        limits: Limits,
     ) -> None:
+        self._limits = limits
         self.source = source
         self.result_type = result_type
         self._runner = runner
@@ -190,10 +205,17 @@ class CelpyProgram(Program):
         if self._variables:
             bindings = {**bindings}
             bindings["variables"] = _LazyVariables(self._variables, bindings)
+        _meter.start(self._limits)
         try:
             return plain(self._runner.evaluate(bindings))
         except celpy.evaluation.CELEvalError as error:
             message = str(error.args[0]) if error.args else str(error)
+        except _BudgetExceededError as error:
+            message = str(error)
+        except RecursionError:
+            message = "expression nested too deeply for the celpy engine"
+        except Exception as error:  # nothing an expression does may escape (docs/rules/cost.md)
+            message = f"celpy: {type(error).__name__}: {error}"[:500]
         # Raised outside the handler, so that it refers to no celpy error, traceback or frame.
         raise CelEvalError(message)
 
@@ -215,10 +237,90 @@ class _BoundProgram(Program):
 
 
 def convert(value: Any) -> Any:
-    """A JSON-like value (or a datetime) as celpy values."""
+    """A JSON-like value (or a datetime) as celpy values; what celpy cannot hold becomes an error value."""
     if isinstance(value, datetime.datetime):
         return celtypes.TimestampType(value)
-    return celpy.adapter.json_to_cel(value)
+    try:
+        return celpy.adapter.json_to_cel(value)
+    except (ValueError, TypeError, OverflowError):
+        return _careful(value)
+
+
+_INT_RANGE = range(-(2**63), 2**63)
+_UINT_RANGE = range(2**63, 2**64)
+
+
+def _careful(value: Any) -> Any:
+    """`json_to_cel`, value by value: an integer of 2^63 or more is a uint (as on cel-cpp); one outside 64
+    bits (or an unknown type) becomes a celpy error value, which fails only the expressions that read it
+    (cel-cpp refuses it when reading it)."""
+    if isinstance(value, Mapping):
+        return celtypes.MapType({celtypes.StringType(str(k)): _careful(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return celtypes.ListType([_careful(v) for v in value])
+    if isinstance(value, bool):
+        return celtypes.BoolType(value)
+    if isinstance(value, int):
+        if value in _INT_RANGE:
+            return celtypes.IntType(value)
+        if value in _UINT_RANGE:  # as cel-cpp reads it
+            return celtypes.UintType(value)
+        return celpy.evaluation.CELEvalError(f"integer value {value} out of range")
+    if isinstance(value, float):
+        return celtypes.DoubleType(value)
+    if isinstance(value, str):
+        return celtypes.StringType(value)
+    if value is None:
+        return None
+    return celpy.evaluation.CELEvalError(f"a {type(value).__name__} is not a CEL value")
+
+
+class _BudgetExceededError(Exception):
+    """An evaluation past its budget or the deadline: raised through celpy (which does not catch it)."""
+
+
+class _Meter(threading.local):
+    """The budget of the evaluation running in this thread (variables share their reader's)."""
+
+    steps: int = 0
+    size: int = Limits().size
+
+    def start(self, limits: Limits) -> None:
+        self.steps, self.size = limits.steps, limits.size
+
+
+_meter = _Meter()
+_SIZED = (str, bytes, list, dict)
+_CHECK_EVERY = 1024
+"""Steps between two looks at the clock."""
+
+
+class _Evaluator(celpy.evaluation.Evaluator):
+    """celpy's evaluator, metered: one step per tree node visited, a size check of every value made."""
+
+    def visit_children(self, tree: lark.Tree[Any]) -> list[Any]:
+        meter = _meter
+        meter.steps -= 1
+        if meter.steps < 0:
+            raise _BudgetExceededError("evaluation budget exceeded: too many steps (settings: cel_budget_steps)")
+        if not meter.steps % _CHECK_EVERY and past_deadline():
+            raise _BudgetExceededError("evaluation stopped: the request's deadline passed")
+        values: list[Any] = super().visit_children(tree)
+        for value in values:
+            if isinstance(value, _SIZED) and len(value) > meter.size:
+                raise _BudgetExceededError(
+                    f"evaluation budget exceeded: a value of {len(value)} elements or characters was built,"
+                    f" over the limit of {meter.size} (settings: cel_budget_size)"
+                )
+        return values
+
+    def sub_evaluator(self, ast: lark.Tree[Any]) -> celpy.evaluation.Evaluator:
+        return _Evaluator(ast, activation=self.activation)
+
+
+class _MeteredRunner(celpy.InterpretedRunner):
+    def evaluate(self, context: Any) -> Any:
+        return _Evaluator(ast=self.ast, activation=self.new_activation()).evaluate(context)
 
 
 class _LazyVariables(celtypes.MapType):
@@ -245,7 +347,7 @@ class CelpyEngine(Engine):
 
     def __init__(self, checker: Engine | None = None) -> None:
         """`checker` (the cpp engine, given by `make_engine`) types each expression; without it, all are dyn."""
-        self._env = celpy.Environment(runner_class=celpy.InterpretedRunner)
+        self._env = celpy.Environment(runner_class=_MeteredRunner)
         self._functions = _functions()
         self._known = frozenset(self._functions) | frozenset(_BASE) | _MACROS
         self._checker = checker
@@ -253,7 +355,7 @@ class CelpyEngine(Engine):
     def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
         result_type = self._checker.compile(source).result_type if self._checker else "dyn"
         runners = [(v.name, self._program(v.expression)) for v in variables]
-        return CelpyProgram(source, result_type, self._program(source), runners)
+        return CelpyProgram(source, result_type, self._program(source), runners, self.limits)
 
     def _program(self, source: str) -> celpy.Runner:
         try:

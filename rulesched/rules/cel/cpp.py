@@ -115,6 +115,18 @@ def literal(value: Any) -> str:
     raise ValueError(f"a {type(value).__name__} has no CEL literal")
 
 
+_STATUS = re.compile(r"^[A-Z_]+: | \[[A-Z_]+\]$")
+
+
+def _run_time_message(error: Exception) -> str:
+    """cel-cpp's exception text without its status code: "INTERNAL: Iteration budget exceeded [INTERNAL]"
+    becomes "Iteration budget exceeded"."""
+    text = _STATUS.sub("", str(error).strip()) or type(error).__name__
+    if "budget" in text.lower():
+        return f"evaluation budget exceeded: {text} (cel-cpp's comprehension iteration limit)"
+    return text
+
+
 class CppProgram(Program):
     def __init__(self, source: str, result_type: str, expression: cel.Expression, text: str, env: cel.Env) -> None:
         self.source = source
@@ -137,10 +149,15 @@ class CppProgram(Program):
         return CppProgram(self.source, self.result_type, checked, text, self._env)
 
     def evaluate(self, bindings: Any) -> Any:
-        result = self._expression.eval(bindings)
-        if result.type() == cel.Type.ERROR:
-            raise CelEvalError(str(result.value()).strip())
-        return result.plain_value()
+        try:
+            result = self._expression.eval(bindings)
+            if result.type() != cel.Type.ERROR:
+                return result.plain_value()
+            message = str(result.value()).strip()
+        except Exception as error:  # cel-cpp raises some run-time errors (budget, duplicate key)
+            message = _run_time_message(error)
+        # Raised outside the handler, so that it refers to no frame of this evaluation.
+        raise CelEvalError(message)
 
 
 class CppEngine(Engine):

@@ -1,0 +1,675 @@
+"""Worst-case cost of an expression, estimated at load time the way the kube-apiserver does.
+
+The model is cel-go's (checker/cost.go) with the Kubernetes library costs (k8s.io/apiserver/pkg/cel/
+library/cost.go): reading a name or a field costs 1, creating a list 10 and a map 30, a function call 1
+plus its arguments; traversing a string costs 0.1 per character, a regular expression 0.25 per
+character of the pattern times 0.1 per character matched; a comprehension costs its range's size times
+the cost of one iteration, so nested comprehensions multiply. Sizes of strings, lists and maps are
+tracked through the expression: a literal has its own size, an input field the size assumed in
+`INPUTS` (Kubernetes' own limits where it has them), a concatenation the sum of its parts, `map()` the
+size of its range. docs/rules/cost.md explains the model, the assumed sizes and how to read an error.
+
+The estimate walks the parse tree of `rulesched.rules.cel.analysis` (cel-python's lark grammar, with the
+optional syntax), which every install has; it needs no type checker: where the type is unknown, a
+value counts as a string or a list of the assumed sizes, as it is used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import lark
+
+from rulesched.rules.cel.analysis import syntax_tree
+
+MAX_REQUEST_BYTES = 3 * 1024 * 1024
+"""Kubernetes' maxRequestSizeBytes: no object (pod, node) is larger."""
+ANNOTATIONS_BYTES = 256 * 1024
+"""Kubernetes' limit on all of an object's annotations together (TotalAnnotationSizeLimitB)."""
+STRING_DEFAULT = 4096
+"""A string field Kubernetes sets no limit for (an image, an environment value): rulesched's assumption."""
+LIST_DEFAULT = 128
+"""A list or map Kubernetes sets no maxItems for (containers, taints, labels): rulesched's assumption."""
+STRING_FACTOR = 0.1
+"""cel-go's StringTraversalCostFactor."""
+REGEX_FACTOR = 0.25
+"""cel-go's RegexStringLengthCostFactor."""
+LIST_CREATE, MAP_CREATE, OBJECT_CREATE = 10, 30, 40
+UNKNOWN_CALL_FACTOR = 1.0
+"""A function the model does not know costs 1 plus one unit per character or element of its arguments."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What the estimate knows of a value: its largest size (characters, or elements of a list or map),
+    the shape of its elements, and of its named fields. `size` None: not known to be sized (a number)."""
+
+    size: int | None = None
+    item: Shape | None = None
+    fields: Mapping[str, Shape] = field(default_factory=dict)
+    unknown: bool = False
+    """Any JSON value: counts as a string of STRING_DEFAULT or a list of LIST_DEFAULT, as it is used."""
+    mapping: bool = False
+    """A map: `in` is a lookup, not a scan."""
+
+    def length(self, as_list: bool = False) -> int:
+        if self.size is not None:
+            return self.size
+        if self.unknown:
+            return LIST_DEFAULT if as_list else STRING_DEFAULT
+        return 1
+
+    def element(self) -> Shape:
+        return self.item or (ANY if self.unknown else SCALAR)
+
+    def member(self, name: str) -> Shape:
+        return self.fields.get(name) or self.element()
+
+
+SCALAR = Shape()
+ANY = Shape(unknown=True)
+
+
+def _string(size: int) -> Shape:
+    return Shape(size=size)
+
+
+def _map(value: Shape, entries: int = LIST_DEFAULT) -> Shape:
+    return Shape(size=entries, item=value, mapping=True)
+
+
+def _object(**fields: Shape) -> Shape:
+    return Shape(unknown=True, fields=fields)
+
+
+_LABELS = _map(_string(63))
+"""Label values are at most 63 characters."""
+_ANNOTATIONS = _map(_string(ANNOTATIONS_BYTES))
+_METADATA = _object(name=_string(253), namespace=_string(63), uid=_string(36), labels=_LABELS, annotations=_ANNOTATIONS)
+_NUMBERS = _map(SCALAR)
+INPUTS: Mapping[str, Shape] = {
+    "pod": _object(metadata=_METADATA),
+    "node": _object(
+        metadata=_METADATA,
+        status=_object(images=Shape(size=50, item=ANY)),  # kubelet reports at most 50 images (nodeStatusMaxImages)
+    ),
+    "metrics": _map(_object()),
+    "allocatable": _NUMBERS,
+    "requests": _NUMBERS,
+    "now": SCALAR,
+}
+"""The sizes assumed for the context names (docs/rules/cost.md)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    cost: int
+    shape: Shape
+    position: tuple[int, int] | None = None
+    """Where the expression's cost goes over the limit it was estimated against (1-based), if it does."""
+
+
+class CostEstimateError(Exception):
+    """The expression cannot be estimated (celpy's parser does not read it)."""
+
+
+def _ceil(value: float) -> int:
+    return math.ceil(value - 1e-9) if value > 0 else 0
+
+
+def _traverse(size: int, factor: float = STRING_FACTOR) -> int:
+    return _ceil(size * factor)
+
+
+class Estimator:
+    """Estimates one expression; `variables` are the rule set variables' estimates by name."""
+
+    def __init__(self, variables: Mapping[str, Estimate] | None = None, limit: int | None = None) -> None:
+        self.variables = dict(variables or {})
+        self.locals: list[dict[str, Shape]] = []
+        self.read_variables: set[str] = set()
+        self.limit = limit
+        self.culprit: tuple[int, int] | None = None
+        """Line and column of the smallest part of the expression that alone is over `limit`."""
+
+    def estimate(self, source: str) -> Estimate:
+        tree = syntax_tree(source)
+        if tree is None:
+            raise CostEstimateError("cannot estimate the cost: the CEL grammar cannot parse this expression")
+        try:
+            found = self.visit(tree)
+        except RecursionError:
+            raise CostEstimateError("cannot estimate the cost: the expression is nested too deeply") from None
+        # A rule set variable is evaluated at most once per evaluation (lazily), however often it is read.
+        extra = sum(self.variables[name].cost for name in self.read_variables)
+        position = self.culprit or ((1, 1) if self.limit is not None and found.cost + extra > self.limit else None)
+        return Estimate(found.cost + extra, found.shape, position)
+
+    def visit(self, node: Any) -> Estimate:
+        if not isinstance(node, lark.Tree):
+            return Estimate(0, SCALAR)
+        handler: Callable[[lark.Tree[Any]], Estimate] | None = getattr(self, f"_{node.data}", None)
+        found = self._default(node) if handler is None else handler(node)
+        if self.culprit is None and self.limit is not None and found.cost > self.limit and not node.meta.empty:
+            self.culprit = (node.meta.line, node.meta.column)
+        return found
+
+    def _default(self, node: lark.Tree[Any]) -> Estimate:
+        parts = [self.visit(c) for c in node.children if isinstance(c, lark.Tree)]
+        if len(parts) == 1:
+            return parts[0]
+        return Estimate(sum(p.cost for p in parts) + (1 if parts else 0), SCALAR)
+
+    # Structure
+
+    def _expr(self, node: lark.Tree[Any]) -> Estimate:
+        parts = [self.visit(c) for c in node.children]
+        if len(parts) == 1:
+            return parts[0]
+        condition, yes, no = parts
+        return Estimate(condition.cost + max(yes.cost, no.cost), _union(yes.shape, no.shape))
+
+    def _conditionalor(self, node: lark.Tree[Any]) -> Estimate:
+        parts = [self.visit(c) for c in node.children]
+        if len(parts) == 1:
+            return parts[0]
+        return Estimate(sum(p.cost for p in parts), SCALAR)
+
+    _conditionaland = _conditionalor
+
+    def _paren_expr(self, node: lark.Tree[Any]) -> Estimate:
+        return self.visit(node.children[0])
+
+    def _unary(self, node: lark.Tree[Any]) -> Estimate:
+        parts = [self.visit(c) for c in node.children if isinstance(c, lark.Tree) and c.children]
+        if len(node.children) == 1:
+            return parts[0]
+        return Estimate(sum(p.cost for p in parts) + 1, SCALAR)
+
+    def _binary(self, node: lark.Tree[Any]) -> tuple[str, Estimate, Estimate] | None:
+        if len(node.children) == 1:
+            return None
+        operator, right = node.children
+        return str(operator.data), self.visit(operator.children[0]), self.visit(right)
+
+    def _relation(self, node: lark.Tree[Any]) -> Estimate:
+        found = self._binary(node)
+        if found is None:
+            return self.visit(node.children[0])
+        operator, left, right = found
+        args = left.cost + right.cost
+        if operator == "relation_in":
+            # List membership is O(n) (cel-go's InList); in a map, a lookup.
+            scan = 1 if right.shape.mapping else right.shape.length(as_list=True)
+            return Estimate(args + scan, SCALAR)
+        smallest = min(left.shape.length(), right.shape.length())
+        return Estimate(args + max(1, _traverse(smallest)), SCALAR)
+
+    def _addition(self, node: lark.Tree[Any]) -> Estimate:
+        found = self._binary(node)
+        if found is None:
+            return self.visit(node.children[0])
+        operator, left, right = found
+        args = left.cost + right.cost
+        if operator == "addition_add" and _sized(left.shape, right.shape):
+            size = left.shape.length() + right.shape.length()
+            item = _union(left.shape.element(), right.shape.element())
+            return Estimate(args + max(1, _traverse(size)), Shape(size=size, item=item))
+        return Estimate(args + 1, SCALAR)
+
+    def _multiplication(self, node: lark.Tree[Any]) -> Estimate:
+        found = self._binary(node)
+        if found is None:
+            return self.visit(node.children[0])
+        _, left, right = found
+        return Estimate(left.cost + right.cost + 1, SCALAR)
+
+    # Values
+
+    def _literal(self, node: lark.Tree[Any]) -> Estimate:
+        token = cast(lark.Token, node.children[0])
+        if token.type in ("STRING_LIT", "MLSTRING_LIT", "BYTES_LIT"):
+            text = str(token).lstrip("bBrR")
+            quotes = 6 if text[:3] in ('"""', "'''") else 2
+            return Estimate(0, Shape(size=max(0, len(text) - quotes)))
+        return Estimate(0, SCALAR)
+
+    def _list_lit(self, node: lark.Tree[Any]) -> Estimate:
+        items = [self.visit(c) for c in _arguments(node)]
+        item = _union(*(i.shape for i in items)) if items else SCALAR
+        return Estimate(LIST_CREATE + sum(i.cost for i in items), Shape(size=len(items), item=item))
+
+    def _map_lit(self, node: lark.Tree[Any]) -> Estimate:
+        parts = [self.visit(c) for c in _arguments(node)]
+        values = parts[1::2]
+        item = _union(*(v.shape for v in values)) if values else SCALAR
+        return Estimate(MAP_CREATE + sum(p.cost for p in parts), Shape(size=len(values), item=item, mapping=True))
+
+    def _member_object(self, node: lark.Tree[Any]) -> Estimate:
+        parts = [self.visit(c) for c in node.find_data("expr")]
+        return Estimate(OBJECT_CREATE + sum(p.cost for p in parts), ANY)
+
+    def _ident(self, node: lark.Tree[Any]) -> Estimate:
+        name = str(node.children[0])
+        for scope in reversed(self.locals):
+            if name in scope:
+                return Estimate(1, scope[name])
+        return Estimate(1, INPUTS.get(name, ANY if name == "variables" else SCALAR))
+
+    _dot_ident = _ident
+
+    def _member_dot(self, node: lark.Tree[Any]) -> Estimate:
+        operand, name = node.children
+        if _is_ident(operand, "variables") and not self._is_local("variables"):
+            return self._variable(str(name))
+        found = self.visit(operand)
+        return Estimate(found.cost + 1, found.shape.member(str(name)))
+
+    def _variable(self, name: str) -> Estimate:
+        known = self.variables.get(name)
+        if known is None:
+            return Estimate(2, ANY)
+        self.read_variables.add(name)
+        return Estimate(2, known.shape)
+
+    def _member_index(self, node: lark.Tree[Any]) -> Estimate:
+        key = _literal_text(node.children[1])
+        if key is not None and _is_ident(node.children[0], "variables") and not self._is_local("variables"):
+            return self._variable(key)
+        container, index = (self.visit(c) for c in node.children)
+        shape = container.shape.member(key) if key is not None else container.shape.element()
+        return Estimate(container.cost + index.cost + 1, shape)
+
+    # Calls
+
+    def _ident_arg(self, node: lark.Tree[Any]) -> Estimate:
+        name = str(node.children[0])
+        arguments = _arguments(node)
+        if name == "has":
+            return Estimate(sum(self.visit(a).cost for a in arguments) + 1, SCALAR)
+        args = [self.visit(a) for a in arguments]
+        return _call(name, None, args)
+
+    def _member_dot_arg(self, node: lark.Tree[Any]) -> Estimate:
+        target_node, name_token = node.children[0], node.children[1]
+        name = str(name_token)
+        arguments = _arguments(node)
+        if name in _MACROS and len(arguments) >= 2 and all(_ident_name(a) for a in arguments[:-1]):
+            return self._comprehension(name, target_node, arguments)
+        if name == "bind" and _is_ident(target_node, "cel") and len(arguments) == 3:
+            return self._bind(arguments)
+        namespace = _ident_name(target_node)
+        args = [self.visit(a) for a in arguments]
+        if namespace in _NAMESPACES and not self._is_local(namespace):
+            return _call(f"{namespace}.{name}" if f"{namespace}.{name}" in FUNCTIONS else name, None, args)
+        target = self.visit(target_node)
+        found = _call(name, target, args)
+        return Estimate(found.cost + target.cost, found.shape)
+
+    def _bind(self, arguments: Sequence[lark.Tree[Any]]) -> Estimate:
+        name = _ident_name(arguments[0]) or ""
+        init = self.visit(arguments[1])
+        self.locals.append({name: init.shape})
+        try:
+            body = self.visit(arguments[2])
+        finally:
+            self.locals.pop()
+        return Estimate(init.cost + body.cost, body.shape)
+
+    def _comprehension(self, macro: str, target_node: Any, arguments: Sequence[lark.Tree[Any]]) -> Estimate:
+        target = self.visit(target_node)
+        names = [_ident_name(a) or "" for a in arguments[:-1]]
+        count = target.shape.length(as_list=True)
+        element = target.shape.element()
+        key = ANY if target.shape.mapping or target.shape.unknown else SCALAR  # a map's keys, or a list's index
+        if len(names) == 1:
+            scope = {names[0]: key if target.shape.mapping else element}  # over a map: its keys
+        else:
+            scope = {names[0]: key, names[-1]: element}
+        self.locals.append(scope)
+        try:
+            bodies = [self.visit(a) for a in arguments[len(names) :]]
+        finally:
+            self.locals.pop()
+        body = sum(b.cost for b in bodies)
+        # The loop condition and step around the body: cel-go's expansion of each macro.
+        step = _MACROS[macro]
+        shape = SCALAR
+        if macro in ("map", "transformList", "transformMap", "filter"):
+            item = bodies[-1].shape if macro != "filter" else element
+            shape = Shape(size=count, item=item)
+        return Estimate(target.cost + 1 + count * (body + step), shape)
+
+    def _is_local(self, name: str) -> bool:
+        return any(name in scope for scope in self.locals)
+
+
+_NAMESPACES = frozenset({"sets", "math", "optional", "strings", "base64", "cel", "lists"})
+"""Function name prefixes: `sets.contains(a, b)` is a global function, not a method of `sets`."""
+
+_MACROS: Mapping[str, int] = {
+    "all": 3,
+    "exists": 3,
+    "exists_one": 3,
+    "existsOne": 3,
+    "map": 13,
+    "filter": 14,
+    "transformList": 13,
+    "transformMap": 33,
+    "transformMapEntry": 33,
+}
+"""Comprehension macros, with the cost of one iteration beside the body's: cel-go's loop condition
+(`@not_strictly_false(__result__)`) and step (`__result__ && body`, `__result__ + [body]`, ...)."""
+
+
+def _arguments(node: lark.Tree[Any]) -> list[lark.Tree[Any]]:
+    for child in node.children:
+        if isinstance(child, lark.Tree) and child.data in ("exprlist", "mapinits", "fieldinits"):
+            return [c for c in child.children if isinstance(c, lark.Tree)]
+    return []
+
+
+def _ident_name(node: Any) -> str | None:
+    """The name when `node` is a bare identifier (through the expression chain), else None."""
+    while isinstance(node, lark.Tree) and len(node.children) == 1 and node.data != "ident":
+        node = node.children[0]
+    if isinstance(node, lark.Tree) and node.data == "ident":
+        return str(node.children[0])
+    return None
+
+
+def _is_ident(node: Any, name: str) -> bool:
+    return _ident_name(node) == name
+
+
+def _literal_text(node: Any) -> str | None:
+    """The value of a string literal (through the expression chain), else None."""
+    while isinstance(node, lark.Tree) and len(node.children) == 1 and node.data != "literal":
+        node = node.children[0]
+    if isinstance(node, lark.Tree) and node.data == "literal":
+        token = cast(lark.Token, node.children[0])
+        if token.type == "STRING_LIT":
+            return str(token)[1:-1]
+    return None
+
+
+def _sized(*shapes: Shape) -> bool:
+    return any(s.size is not None or s.unknown for s in shapes)
+
+
+def _union(*shapes: Shape) -> Shape:
+    """The larger of every shape: what a value that may be any of them is bounded by."""
+    if not shapes:
+        return SCALAR
+    if len(shapes) == 1:
+        return shapes[0]
+    if any(s.unknown for s in shapes):
+        return ANY
+    sizes = [s.size for s in shapes if s.size is not None]
+    items = [s.item for s in shapes if s.item is not None]
+    return Shape(size=max(sizes) if sizes else None, item=_union(*items) if items else None)
+
+
+CallCost = Callable[[Shape | None, Sequence[Shape]], tuple[int, Shape]]
+
+
+def _size_of(shape: Shape | None, as_list: bool = False) -> int:
+    return shape.length(as_list) if shape is not None else 0
+
+
+def _traversal(result: str = "scalar", factor: float = STRING_FACTOR, of: str = "target") -> CallCost:
+    """A function that reads its target (or first argument) once; its result sized like its input
+    ("same"), a list of its characters ("chars"), or a scalar."""
+
+    def cost(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+        source = target if of == "target" and target is not None else (args[0] if args else target)
+        size = _size_of(source)
+        shape = {"same": Shape(size=size), "chars": Shape(size=size, item=Shape(size=size))}.get(result, SCALAR)
+        return max(1, _traverse(size, factor)), shape
+
+    return cost
+
+
+def _fixed(cost: int = 1) -> CallCost:
+    return lambda target, args: (cost, SCALAR)
+
+
+def _regex(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+    subject = _size_of(target) if target is not None else _size_of(args[0] if args else None)
+    pattern = _size_of(args[-1] if target is not None else (args[1] if len(args) > 1 else None))
+    cost = _traverse(subject + 1) * max(1, _traverse(pattern, REGEX_FACTOR))
+    return max(1, cost), Shape(size=subject, item=Shape(size=subject))
+
+
+def _contains(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+    return max(1, _traverse(_size_of(target)) * max(1, _traverse(_size_of(args[0] if args else None)))), SCALAR
+
+
+def _starts(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+    return max(1, _traverse(_size_of(args[0] if args else None))), SCALAR
+
+
+def _replace(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+    size = _size_of(target)
+    old = args[0].size if args and args[0].size is not None else 0
+    new = _size_of(args[1]) if len(args) > 1 else 0
+    count = size + 1 if old == 0 else (0 if new <= old else math.ceil(size / old))
+    return max(1, _traverse(size, 2 * STRING_FACTOR)), Shape(size=size + count * new)
+
+
+def _split(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+    size = _size_of(target)
+    return max(1, _traverse(size, 2 * STRING_FACTOR)), Shape(size=size, item=Shape(size=size))
+
+
+def _join(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+    items = _size_of(target, as_list=True)
+    element = target.element().length() if target is not None else 0
+    size = items * element + max(0, items - 1) * _size_of(args[0] if args else None)
+    return max(1, _traverse(size)), Shape(size=size)
+
+
+def _list_scan(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+    """isSorted, sum, min, max, indexOf, lastIndexOf: one comparison per element (strings: traversed)."""
+    if target is None and args:
+        target, args = args[0], args[1:]
+    if target is not None and (target.item is not None or (target.unknown and not target.size)):
+        items = target.length(as_list=True)
+        element = target.element()
+        each = 1 + (_traverse(element.length()) if element.size is not None or element.unknown else 0)
+        return max(1, items * each), element
+    return max(1, _traverse(_size_of(target))), SCALAR
+
+
+def _sets(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+    sizes = [a.length(as_list=True) for a in args] or [1]
+    return max(1, math.prod(sizes)), SCALAR
+
+
+def _quote(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+    size = _size_of(args[0] if args else target)
+    return max(1, _traverse(size)), Shape(size=2 * size + 2)
+
+
+def _format(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+    size = _size_of(target) + sum(a.length(as_list=True) * a.element().length() for a in args)
+    return max(1, _traverse(size)), Shape(size=size)
+
+
+def _string_conversion(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+    source = args[0] if args else target
+    size = _size_of(source) if source is not None and (source.size is not None or source.unknown) else 32
+    return max(1, _traverse(size)), Shape(size=size)
+
+
+def _size(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+    return 1, SCALAR
+
+
+_ACCESSORS: tuple[str, ...] = (
+    # quantity, ip, cidr, url, semver, optional, timestamp, math: accessors and comparisons, O(1)
+    "sign",
+    "asInteger",
+    "isInteger",
+    "asApproximateFloat",
+    "isGreaterThan",
+    "isLessThan",
+    "compareTo",
+    "add",
+    "sub",
+    "masked",
+    "prefixLength",
+    "family",
+    "isUnspecified",
+    "isLoopback",
+    "isLinkLocalMulticast",
+    "isLinkLocalUnicast",
+    "isGlobalUnicast",
+    "getScheme",
+    "getHost",
+    "getHostname",
+    "getPort",
+    "getEscapedPath",
+    "getQuery",
+    "major",
+    "minor",
+    "patch",
+    "hasValue",
+    "value",
+    "orValue",
+    "or",
+    "of",
+    "none",
+    "ofNonZeroValue",
+    "optMap",
+    "optFlatMap",
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "bytes",
+    "duration",
+    "timestamp",
+    "type",
+    "dyn",
+    "getDate",
+    "getDayOfMonth",
+    "getDayOfWeek",
+    "getDayOfYear",
+    "getFullYear",
+    "getHours",
+    "getMilliseconds",
+    "getMinutes",
+    "getMonth",
+    "getSeconds",
+    "abs",
+    "ceil",
+    "floor",
+    "round",
+    "trunc",
+    "sqrt",
+    "isInf",
+    "isNaN",
+    "isFinite",
+    "bitAnd",
+    "bitOr",
+    "bitXor",
+    "bitNot",
+    "bitShiftLeft",
+    "bitShiftRight",
+    "greatest",
+    "least",
+    "first",
+    "last",
+)
+_PARSERS: tuple[str, ...] = (
+    # parse their (string) argument once
+    "url",
+    "isURL",
+    "ip",
+    "isIP",
+    "cidr",
+    "isCIDR",
+    "quantity",
+    "isQuantity",
+    "semver",
+    "isSemver",
+    "charAt",
+    "reverse",
+)
+
+FUNCTIONS: Mapping[str, CallCost] = {
+    **{name: _fixed() for name in _ACCESSORS},
+    **{name: _traversal(of="argument") for name in _PARSERS},
+    "ip.isCanonical": _traversal(factor=2 * STRING_FACTOR, of="argument"),
+    "containsIP": lambda t, a: (4 + _traverse(_size_of(a[0] if a else None)), SCALAR),
+    "containsCIDR": lambda t, a: (6 + _traverse(_size_of(a[0] if a else None)), SCALAR),
+    "size": _size,
+    "startsWith": _starts,
+    "endsWith": _starts,
+    "contains": _contains,
+    "matches": _regex,
+    "find": _regex,
+    "findAll": _regex,
+    "lowerAscii": _traversal("same"),
+    "upperAscii": _traversal("same"),
+    "trim": _traversal("same"),
+    "substring": _traversal("same"),
+    "replace": _replace,
+    "split": _split,
+    "join": _join,
+    "quote": _quote,
+    "format": _format,
+    "string": _string_conversion,
+    "isSorted": _list_scan,
+    "sum": _list_scan,
+    "min": _list_scan,
+    "max": _list_scan,
+    "indexOf": _list_scan,
+    "lastIndexOf": _list_scan,
+    "slice": _list_scan,
+    "flatten": _list_scan,
+    "distinct": _list_scan,
+    "sort": _list_scan,
+    "range": lambda t, a: (1, Shape(size=LIST_DEFAULT, item=SCALAR)),
+    "sets.contains": _sets,
+    "sets.equivalent": _sets,
+    "sets.intersects": _sets,
+    "strings.quote": _quote,
+    "math.greatest": _list_scan,
+    "math.least": _list_scan,
+}
+"""Every function the model knows: the Kubernetes libraries (lists, sets, regex, urls, ip, cidr, format,
+quantity, semver), cel-go's string extensions and the standard functions. Others: `_unknown`."""
+
+
+def _unknown(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
+    """A function the model does not know: 1, plus one unit per character or element of each argument
+    (a function reading everything it is given), and a result of any size."""
+    inputs = [s for s in (target, *args) if s is not None and (s.size is not None or s.unknown)]
+    return 1 + _ceil(UNKNOWN_CALL_FACTOR * sum(s.length() for s in inputs)), ANY
+
+
+def _call(name: str, target: Estimate | None, args: Sequence[Estimate]) -> Estimate:
+    function = FUNCTIONS.get(name, _unknown)
+    if name == "contains" and target is not None and target.shape.item is not None:
+        function = _list_scan  # a list's contains
+    cost, shape = function(target.shape if target is not None else None, [a.shape for a in args])
+    return Estimate(cost + sum(a.cost for a in args), shape)
+
+
+def estimate(source: str, variables: Mapping[str, Estimate] | None = None, limit: int | None = None) -> Estimate:
+    """The worst-case cost of `source`, reading rule set `variables` (already estimated) by name; when
+    `limit` is given, the estimate's `position` tells where the cost first goes over it."""
+    return Estimator(variables, limit).estimate(source)
+
+
+def over_limit_message(found: Estimate, limit: int) -> str:
+    """The load error of an expression estimated over `limit`."""
+    return (
+        f"estimated worst-case cost {found.cost:,} is over the limit of {limit:,}"
+        " (setting cel_cost_limit; docs/rules/cost.md explains the estimate)"
+    )
