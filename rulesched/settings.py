@@ -44,6 +44,19 @@ class Settings(BaseSettings):
     """Offline node source for names mode: a NodeList in JSON or YAML."""
     metrics_file: Path | None = None
     """Offline metrics source: a metrics.k8s.io NodeMetricsList in JSON or YAML, taken as current."""
+    pods_file: Path | None = None
+    """Offline pod source: a PodList in JSON or YAML (the assigned, non-terminal ones count on their nodes)."""
+    namespaces_file: Path | None = None
+    """Offline namespace source: a NamespaceList in JSON or YAML (`namespaceObject`)."""
+    recent_seconds: float = Field(30.0, gt=0)
+    """How long a placement this extender made (ranked first, or bound) counts in `recent` while the pod
+    watch has not shown the pod bound; also the window of `recent` on a node whose sample time is unknown."""
+    max_pods: int = Field(200_000, gt=0)
+    """Most pods the pod cache keeps (trimmed views, about 1-2 KB each); more are left out and logged."""
+    max_pending_placements: int = Field(10_000, gt=0)
+    """Most placements waiting for the pod watch to confirm them (the oldest are dropped first)."""
+    max_namespaces: int = Field(100_000, gt=0)
+    """Most namespaces the namespace cache keeps."""
     cluster: Literal["auto", "on", "off"] = "auto"
     """Use a Kubernetes API: auto (when a service account or kubeconfig is found and no --nodes file), on, off."""
     kubeconfig: Path | None = None

@@ -4,8 +4,11 @@ Its answers are built from the recorded responses in `tests/fixtures/kube-apiser
 list (paged with `limit`/`continue`), watch streams with chunked framing (events split across chunks,
 BOOKMARKs, the 410 ERROR event of an expired resourceVersion), a node GET and its 404, 401 for a bad token,
 metrics.k8s.io (200, 404 when metrics-server is absent, 503 when it is down) and pods/binding (201 and the
-refusals). The test changes its state through methods: nodes added, labelled and deleted (watch events with
-increasing resourceVersions), watches expired, the whole server "down" (every connection dropped).
+refusals). Pods and namespaces are served from `tests/fixtures/kube-apiserver-v1.32-pods`: lists with field
+selectors (`spec.nodeName!=`, `status.phase!=…`), and watches that, as the watch cache does, send an object
+entering the selection as ADDED and one leaving it as DELETED with its last matching content.
+The test changes its state through methods: nodes and pods added, labelled, bound and deleted (watch
+events with increasing resourceVersions), watches expired, the whole server "down" (every connection dropped).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from rulesched.cluster.kube import KubeAccess, KubeEnvironment, connect, find_config
 from rulesched.cluster.nodecache import NodeCache
-from tests.paths import APISERVER_FIXTURES
+from tests.paths import APISERVER_FIXTURES, POD_FIXTURES
 
 TOKEN = "test-token"
 _TICK = 0.02
@@ -40,6 +43,21 @@ _MAX_STALL_SECONDS = 10.0
 
 def fixture(name: str) -> Any:
     return json.loads((APISERVER_FIXTURES / name).read_text())
+
+
+def _recorded(name: str, **names: str) -> dict[str, Any]:
+    """A recorded binding answer, with the recorded pod and node names replaced by these."""
+    text = (POD_FIXTURES / name).read_text()
+    for recorded, actual in names.items():
+        text = text.replace(recorded, actual)
+    answer: dict[str, Any] = json.loads(text)
+    return answer
+
+
+def pod_fixture(name: str) -> Any:
+    """A recorded pods/namespaces answer (the first line of a watch stream)."""
+    text = (POD_FIXTURES / name).read_text()
+    return json.loads(text.splitlines()[0] if name.endswith(".ndjson") else text)
 
 
 def _status(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -72,6 +90,8 @@ class _Event:
     rv: int
     kind: str
     obj: dict[str, Any]
+    before: dict[str, Any] | None = None
+    """Pods: the object before the change (None when it is new), for field-selector transitions."""
 
 
 @dataclass
@@ -95,6 +115,10 @@ class _State:
     bind_forbidden: bool = False
     requests: list[str] = field(default_factory=list)
     bindings: list[dict[str, Any]] = field(default_factory=list)
+    pod_objects: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    pod_events: list[_Event] = field(default_factory=list)
+    namespaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+    namespace_events: list[_Event] = field(default_factory=list)
 
 
 def _initial_usage() -> dict[str, dict[str, Any]]:
@@ -111,6 +135,16 @@ class KubeAPI:
         self.cond = threading.Condition()
         self.state = _State(nodes=nodes, rv=int(listed["metadata"]["resourceVersion"]), usage=_initial_usage())
         self._template = copy.deepcopy(nodes["node-a"])
+        for pod in pod_fixture("p4-pods-list-assigned-nonterminal.json")["items"]:
+            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+            self.state.pod_objects[key] = pod
+            self.state.pods[key] = Pod(pod["metadata"]["uid"], pod["spec"].get("nodeName", ""))
+        for namespace in pod_fixture("n1-namespaces-list.json")["items"]:
+            self.state.namespaces[namespace["metadata"]["name"]] = namespace
+        first = pod_fixture("w2-pods-watch-assigned.ndjson")["object"]
+        self._pod_template = {k: copy.deepcopy(first[k]) for k in ("metadata", "spec")}
+        self._pod_template["spec"].pop("nodeName")
+        self._pod_template["metadata"].pop("managedFields")
         self._server = _Server(("127.0.0.1", 0), _Handler, self)
         if tls is not None:
             self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
@@ -231,9 +265,72 @@ class KubeAPI:
         with self.cond:
             self.state.usage[name] = {"usage": {"cpu": cpu, "memory": memory}, "timestamp": stamp}
 
-    def add_pod(self, namespace: str, name: str, uid: str, node: str = "") -> None:
+    def add_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str = "",
+        *,
+        labels: dict[str, str] | None = None,
+        cpu: str = "100m",
+    ) -> int:
+        """A new pod (bound to `node` at creation when given), with one container requesting `cpu`."""
+        pod = copy.deepcopy(self._pod_template)
+        pod["metadata"].update(name=name, namespace=namespace, uid=uid, labels=labels or {"app": name})
+        pod["metadata"]["creationTimestamp"] = _now()
+        pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+        if node:
+            pod["spec"]["nodeName"] = node
+        pod["status"] = {"phase": "Pending", "qosClass": "Burstable"}
         with self.cond:
             self.state.pods[(namespace, name)] = Pod(uid, node)
+        return self._pod_change("ADDED", pod)
+
+    def pod_object(self, namespace: str, name: str) -> dict[str, Any]:
+        with self.cond:
+            return copy.deepcopy(self.state.pod_objects[(namespace, name)])
+
+    def _pod_change(self, kind: str, pod: dict[str, Any]) -> int:
+        """Record one pod change at the next resourceVersion (the lock may be held)."""
+        with self.cond:
+            self.state.rv += 1
+            pod["metadata"]["resourceVersion"] = str(self.state.rv)
+            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+            before = self.state.pod_objects.get(key)
+            if kind == "DELETED":
+                self.state.pod_objects.pop(key, None)
+            else:
+                self.state.pod_objects[key] = pod
+            watched = {"kind": "Pod", "apiVersion": "v1", **copy.deepcopy(pod)}
+            self.state.pod_events.append(_Event(self.state.rv, kind, watched, before))
+            self.cond.notify_all()
+            return self.state.rv
+
+    def set_pod_phase(self, namespace: str, name: str, phase: str) -> int:
+        """A status change, as the kubelet (here: the test) writes it."""
+        pod = self.pod_object(namespace, name)
+        pod["status"]["phase"] = phase
+        return self._pod_change("MODIFIED", pod)
+
+    def delete_pod(self, namespace: str, name: str) -> int:
+        """A deletion as kube-apiserver sends it without a kubelet: MODIFIED with a deletionTimestamp, then DELETED."""
+        pod = self.pod_object(namespace, name)
+        pod["metadata"].update(deletionTimestamp=_now(), deletionGracePeriodSeconds=0)
+        self._pod_change("MODIFIED", pod)
+        return self._pod_change("DELETED", copy.deepcopy(pod))
+
+    def label_namespace(self, name: str, key: str, value: str) -> int:
+        with self.cond:
+            namespace = copy.deepcopy(self.state.namespaces[name])
+            namespace["metadata"].setdefault("labels", {})[key] = value
+            self.state.rv += 1
+            namespace["metadata"]["resourceVersion"] = str(self.state.rv)
+            self.state.namespaces[name] = namespace
+            watched = {"kind": "Namespace", "apiVersion": "v1", **copy.deepcopy(namespace)}
+            self.state.namespace_events.append(_Event(self.state.rv, "MODIFIED", watched))
+            self.cond.notify_all()
+            return self.state.rv
 
     def pod(self, namespace: str, name: str) -> Pod:
         with self.cond:
@@ -419,6 +516,50 @@ class _Handler(BaseHTTPRequestHandler):
         self._chunk(line[:middle])
         self._chunk(line[middle:])
 
+    # -- pods and namespaces ----------------------------------------------------------------------------
+
+    def list_pods(self, query: dict[str, str]) -> None:
+        selector = _selector(query.get("fieldSelector", ""))
+        if query.get("watch") in ("true", "1", "True"):
+            self._watch(query, lambda state: state.pod_events, selector)
+            return
+        with self.api.cond:
+            error = self.state.list_errors.pop(0) if self.state.list_errors else None
+            items = [copy.deepcopy(p) for _, p in sorted(self.state.pod_objects.items()) if selector(p)]
+            rv = self.state.rv
+        if error is not None:
+            self._json(error, _status(error, "InternalError", f"injected error {error}"))
+            return
+        self._chunked(
+            _compact({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": str(rv)}, "items": items})
+        )
+
+    def list_namespaces(self, query: dict[str, str]) -> None:
+        if query.get("watch") in ("true", "1", "True"):
+            self._watch(query, lambda state: state.namespace_events, _everything)
+            return
+        with self.api.cond:
+            items = [copy.deepcopy(n) for _, n in sorted(self.state.namespaces.items())]
+            rv = self.state.rv
+        listed = {"kind": "NamespaceList", "apiVersion": "v1", "metadata": {"resourceVersion": str(rv)}, "items": items}
+        self._chunked(_compact(listed))
+
+    def _watch(self, query: dict[str, str], events: Callable[[_State], list[_Event]], selector: Selector) -> None:
+        with self.api.cond:
+            start = int(query.get("resourceVersion") or self.state.rv)
+            expiries, bookmarks = self.state.expiries, self.state.bookmarks
+            expired = start < self.state.compacted
+        timeout = min(int(query.get("timeoutSeconds") or _MAX_WATCH_SECONDS), _MAX_WATCH_SECONDS)
+        stream = _WatchStream(self, start, expiries, bookmarks, query.get("allowWatchBookmarks") == "true")
+        stream.events_of, stream.selector = events, selector
+        with contextlib.suppress(OSError, ValueError):
+            self._start_chunked()
+            if expired:
+                self._event(pod_fixture("x2-pods-watch-selector-rv1-expired.ndjson"))
+                self._chunk(b"")
+            elif stream.run(time.monotonic() + timeout):
+                self._chunk(b"")
+
     # -- metrics.k8s.io ---------------------------------------------------------------------------------
 
     def list_metrics(self, query: dict[str, str]) -> None:
@@ -452,25 +593,32 @@ class _Handler(BaseHTTPRequestHandler):
                 )
                 return 403, _status(403, "Forbidden", message, {"name": name, "kind": "pods"})
             if pod is None:
-                return 404, _status(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+                return 404, _recorded("b4-binding-missing-pod-404.json", nope=name)
             if uid and uid != pod.uid:
                 message = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod.uid}"
                 return 409, _status(409, "Conflict", message, {"name": name, "kind": "pods/binding"})
             if pod.node:
-                message = (
-                    f'Operation cannot be fulfilled on pods/binding "{name}": '
-                    f'pod {name} is already assigned to node "{pod.node}"'
-                )
-                return 409, _status(409, "Conflict", message, {"name": name, "kind": "pods/binding"})
+                return 409, _recorded("b3-binding-already-bound-409.json", **{"b-target": name, "node-a": pod.node})
             pod.node = node
+            found = self.state.pod_objects.get((namespace, name))
+            if found is not None:
+                bound = copy.deepcopy(found)
+                bound["spec"]["nodeName"] = node
+                condition = {"type": "PodScheduled", "status": "True", "lastProbeTime": None}
+                bound.setdefault("status", {}).setdefault("conditions", []).append(
+                    {**condition, "lastTransitionTime": _now()}
+                )
+                self.api._pod_change("MODIFIED", bound)
         # What kube-apiserver answers to a Binding: a Status "Success" with code 201 (not the Binding).
-        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+        return 201, _recorded("w4-binding-201.json")
 
 
 class _WatchStream:
     """One open watch: history after `start`, then live events, bookmarks, expiry, or the server going down."""
 
     def __init__(self, handler: _Handler, start: int, expiries: int, bookmarks: int, allow: bool) -> None:
+        self.events_of: Callable[[_State], list[_Event]] = lambda state: state.events
+        self.selector: Selector = _everything
         self.handler = handler
         self.sent = start
         self.expiries = expiries
@@ -489,18 +637,64 @@ class _WatchStream:
                 if state.expiries != self.expiries:
                     self.handler._event(fixture("c5-watch-compacted-rv-nowatchcache-410.ndjson"))
                     return True
-                events = [e for e in state.events if e.rv > self.sent]
+                events = [e for e in self.events_of(state) if e.rv > self.sent]
                 bookmark = state.bookmarks != self.bookmarks and self.allow_bookmarks
                 self.bookmarks, rv = state.bookmarks, state.rv
                 if not events and not bookmark:
                     api.cond.wait(_TICK)
                     continue
             for event in events:
-                self.handler._event({"type": event.kind, "object": event.obj})
+                sent = _selected(event, self.selector)
+                if sent is not None:
+                    self.handler._event(sent)
                 self.sent = event.rv
             if bookmark:
                 self.handler._event(_bookmark(rv))
         return True
+
+
+Selector = Callable[[dict[str, Any]], bool]
+
+
+def _everything(obj: dict[str, Any]) -> bool:
+    return True
+
+
+def _selector(text: str) -> Selector:
+    """A field selector of `spec.nodeName` and `status.phase` terms (`=`, `!=`), as kube-apiserver reads it."""
+    terms = []
+    for term in filter(None, text.split(",")):
+        negated = "!=" in term
+        path, _, value = term.partition("!=" if negated else "=")
+        terms.append((tuple(path.strip().split(".")), value.strip(), negated))
+
+    def matches(obj: dict[str, Any]) -> bool:
+        for path, value, negated in terms:
+            found: Any = obj
+            for key in path:
+                found = found.get(key) if isinstance(found, dict) else None
+            if ((found or "") == value) == negated:
+                return False
+        return True
+
+    return matches
+
+
+def _selected(event: _Event, selector: Selector) -> dict[str, Any] | None:
+    """The event a watch with `selector` sees: ADDED when the object enters the selection, DELETED with its
+    last matching content (and the new resourceVersion) when it leaves, nothing when it stays out."""
+    now = event.kind != "DELETED" and selector(event.obj)
+    before = event.before is not None and selector(event.before)
+    if event.kind == "DELETED":
+        return {"type": "DELETED", "object": event.obj} if selector(event.obj) else None
+    if now:
+        return {"type": "MODIFIED" if before else "ADDED", "object": event.obj}
+    if before:
+        assert event.before is not None
+        last = copy.deepcopy(event.before)
+        last["metadata"]["resourceVersion"] = event.obj["metadata"]["resourceVersion"]
+        return {"type": "DELETED", "object": {"kind": "Pod", "apiVersion": "v1", **last}}
+    return None
 
 
 def _bookmark(rv: int) -> dict[str, Any]:
@@ -524,6 +718,8 @@ _ROUTES: list[tuple[tuple[str, ...], Route]] = [
     (("GET", "api", "v1", "nodes", "*"), _Handler.get_node),
     (("GET", "apis", "metrics.k8s.io", "v1beta1", "nodes"), _Handler.list_metrics),
     (("POST", "api", "v1", "namespaces", "*", "pods", "*", "binding"), _Handler.bind_pod),
+    (("GET", "api", "v1", "pods"), _Handler.list_pods),
+    (("GET", "api", "v1", "namespaces"), _Handler.list_namespaces),
 ]
 
 

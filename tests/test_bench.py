@@ -109,3 +109,27 @@ def test_http_floor_measures_each_uvicorn_option_asked_for() -> None:
     assert finished.returncode == 0, finished.stderr[-3000:]
     rows = [line.split("|")[1].strip() for line in finished.stdout.splitlines()[2:]]
     assert rows == ["asyncio+httptools", "asyncio+httptools+bare", "uvloop+httptools", "uvloop+httptools+bare"]
+
+
+def test_burst_scenario_runs_and_spreads(tmp_path: Path) -> None:
+    """`bench/burst.py`: replicas whose placements feed `recent` and `pods` spread; steady ones pile up."""
+    output = tmp_path / "burst.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    command = [sys.executable, str(ROOT / "bench" / "burst.py"), "--nodes", "60", "--replicas", "12"]
+    finished = subprocess.run(
+        [*command, "--json", str(output)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=_TIMEOUT,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    results = {(r["rules"], r["pod_events"]): r for r in json.loads(output.read_text())["results"]}
+    assert len(results) == 6
+    assert all(r["replicas"] == 12 and r["p50_ms"] > 0 for r in results.values())
+    assert results[("founding (usage only)", True)]["nodes_used"] == 1
+    assert results[("founding (usage + recent)", False)]["nodes_used"] == 1
+    assert results[("founding (usage + recent)", True)]["nodes_used"] > 1
+    assert results[("founding + recent + pods spread", True)]["most_on_one_node"] <= 3

@@ -538,3 +538,14 @@ def test_eval_reads_the_node_and_its_metrics(capsys: pytest.CaptureFixture[str],
 def test_eval_refuses_an_unreadable_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["eval", "1", "--pod", str(tmp_path / "missing.json")]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_the_estimate_knows_the_cluster_context_names() -> None:
+    """`pods` is a list of up to 250 pods: scanning it, and its pods' labels, costs what that many do."""
+    scan = estimate("pods.filter(p, 'app' in p.metadata.labels).size() < 2").cost
+    nested = estimate("pods.all(p, pods.all(q, p.metadata.uid != q.metadata.uid || p == q))").cost
+    assert 250 <= scan < 10_000
+    assert nested > 200 * 250
+    assert estimate("allocated.cpu + requests.cpu <= allocatable.cpu").cost < 10
+    assert estimate("recent.requests.cpu < 2.0 && recent.count < 3.0").cost < 10
+    assert estimate("namespaceObject.metadata.labels['team'] == 'ml'").cost < 10

@@ -63,7 +63,7 @@ def test_explicit_kubeconfig_gives_the_live_sources(
     assert cluster.binder is None
     assert cluster.description == (
         f"Kubernetes API {api.url} via kubeconfig {kubeconfig} (--kubeconfig), nodes from the API (list+watch), "
-        "metrics from metrics-server every 0.05s"
+        "metrics from metrics-server every 0.05s, pods from the API (list+watch), namespaces from the API (list+watch)"
     )
     cluster.start()
     assert cluster.nodes.wait_ready(5)
@@ -119,7 +119,7 @@ def test_metrics_file_wins_over_metrics_server(
     cluster = build(built, Settings(kubeconfig=kubeconfig, metrics_file=METRICS_FILE), nowhere)
     assert isinstance(cluster.nodes, NodeCache)
     assert isinstance(cluster.metrics, FileMetricsSource)
-    assert cluster.description.endswith(f"nodes from the API (list+watch), metrics from {METRICS_FILE}")
+    assert f"nodes from the API (list+watch), metrics from {METRICS_FILE}, pods from the API" in cluster.description
 
 
 def test_kubeconfig_variable_is_used_and_may_list_several_files(kubeconfig: Path, nowhere: KubeEnvironment) -> None:

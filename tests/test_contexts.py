@@ -7,15 +7,22 @@ the cluster behind a loopback API server and check that the next lookup sees the
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.kube import KubeAccess
 from rulesched.cluster.metrics_server import MetricsServerSource
 from rulesched.cluster.nodecache import NodeCache
-from rulesched.cluster.sources import ChangeLog
+from rulesched.cluster.pods import PodIndex
+from rulesched.cluster.sources import ChangeLog, FileNodeSource
+from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext, node_context, resource_numbers
+from rulesched.rules.engine import evaluate
+from rulesched.rules.loader import load_rule_book
+from tests.builders import make_pod, rule_set, write_rules
 from tests.kubeapi import KubeAPI, wait_for
+from tests.paths import EXAMPLE_NODES
 
 
 def one(contexts: NodeContexts, name: str) -> NodeContext | None:
@@ -139,3 +146,28 @@ def test_nodes_of_one_instance_type_share_their_allocatable_numbers() -> None:
     assert first.allocatable == resource_numbers(node("a", "15Gi")["status"]["allocatable"])
     assert second.allocatable is first.allocatable
     assert other.allocatable["memory"] == 31 * 2.0**30
+
+
+def test_a_pod_event_keeps_the_results_of_rules_that_read_no_pods(tmp_path: Path) -> None:
+    """Only the node the pod event names gets a new context; rules that read none of `pods`, `allocated`
+    and `recent` keep their results (the memo moves to the new context), rules that read them do not."""
+    nodes = FileNodeSource(EXAMPLE_NODES)
+    names = ["k8s-node1", "k8s-node2"]
+    for expression, kept in (("has(node.metadata.labels)", True), ("allocated.pods < 3.0", False)):
+        index = PodIndex()
+        contexts = NodeContexts(nodes, None, index)
+        directory = tmp_path / str(kept)
+        write_rules(directory, rule_set("r", f"filters:\n- name: f\n  expression: {expression!r}\n  message: full"))
+        book = load_rule_book([directory], make_engine("cpp"))
+        before = contexts.for_names(names)[0]
+        evaluate(book, make_pod(), before)
+        bound = make_pod(name="other")
+        bound["metadata"]["uid"] = "uid-other"
+        bound["spec"]["nodeName"] = "k8s-node1"
+        index.apply("ADDED", bound)
+        after = contexts.for_names(names)[0]
+        assert after[1] is before[1], "a node without pod events keeps its context"
+        assert after[0] is not before[0]
+        assert after[0].pods.allocated["pods"] == 1.0
+        assert (after[0].memo is before[0].memo) is kept
+        assert evaluate(book, make_pod(), after).nodes["k8s-node1"].passed

@@ -136,6 +136,8 @@ def readme_server_settings() -> Settings:
         rules_dir=REPO / flags["--rules"],
         nodes_file=REPO / flags["--nodes"],
         metrics_file=REPO / flags["--metrics"],
+        pods_file=REPO / flags["--pods"] if "--pods" in flags else None,
+        namespaces_file=REPO / flags["--namespaces"] if "--namespaces" in flags else None,
         cluster="off",
     )
 

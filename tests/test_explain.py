@@ -16,6 +16,7 @@ from rulesched.cli import main
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.sources import FileMetricsSource, read_document
 from rulesched.rules.cel import make_engine
+from rulesched.rules.context import context_report
 from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
 from rulesched.settings import Settings
@@ -41,7 +42,7 @@ def test_explain_json_is_the_engines_decision(capsys: pytest.CaptureFixture[str]
     pod = read_document(POD)
     book = load_rule_book([RULES], make_engine("cpp"))
     contexts = NodeContexts(None, FileMetricsSource(EXAMPLE_METRICS)).for_objects(read_document(EXAMPLE_NODES)["items"])
-    assert report == evaluate(book, pod, contexts).explain(pod)
+    assert report == evaluate(book, pod, contexts).explain(pod) | context_report(pod, None, contexts)
 
 
 def test_explain_json_for_the_founding_example(capsys: pytest.CaptureFixture[str]) -> None:
@@ -231,3 +232,20 @@ def test_explain_reports_a_bad_answer(
     recorder.status, recorder.answer = status, answer
     assert main(["explain", "--server", url_of(recorder), "--pod", str(POD), "--node-names", "a"]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_local_explain_shows_the_pods_and_the_namespace(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pod = tmp_path / "pod.json"
+    pod.write_text(json.dumps({"metadata": {"name": "etl-3", "namespace": "ml-team", "labels": {"app": "etl"}}}))
+    files = [
+        "--pods",
+        str(EXAMPLES / "cluster" / "pods.yaml"),
+        "--namespaces",
+        str(EXAMPLES / "cluster" / "namespaces.yaml"),
+    ]
+    report = explain_json(capsys, "--rules", str(RULES), "--pod", str(pod), "--nodes", str(EXAMPLE_NODES), *files)
+    assert report["namespaceObject"]["metadata"]["labels"]["pool.xy.com/target"] == "gpu"
+    assert "team-pools" in report["appliedRuleSets"]
+    assert report["nodeContext"]["k8s-node1"]["pods"] == ["default/etl-0", "default/etl-1"]
+    assert report["nodeContext"]["k8s-node1"]["allocated"]["pods"] == 2
+    assert main(["explain", "--server", "http://127.0.0.1:1", "--pod", str(pod), "--node-names", "a", *files]) == 2

@@ -20,7 +20,7 @@ from rulesched.rules import reference
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import ENGINE_NAMES, Engine, EngineName, make_engine
 from rulesched.rules.cel.analysis import PRESENT, paths
-from rulesched.rules.context import NodeContext, NodeUsage, node_context
+from rulesched.rules.context import NodeContext, NodePods, NodeUsage, node_context, node_pods, pod_view
 from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
 from rulesched.rules.plan import trim
@@ -38,6 +38,7 @@ CONDITIONS = [
     "has(pod.metadata.labels) && 'app' in pod.metadata.labels",
     "pod.metadata.labels['app'] != 'skip'",
     "now > timestamp('2020-01-01T00:00:00Z')",
+    "!('team' in namespaceObject.metadata.labels) || namespaceObject.metadata.labels['team'] != 'skip'",
 ]
 NODE_FILTERS = [
     "has(node.metadata.labels) && 'filter.xy.com' in node.metadata.labels",
@@ -49,6 +50,9 @@ NODE_FILTERS = [
     "node.metadata.size() >= 3",
     "('fil' + 'ter.xy.com') in node.metadata.labels",
     "has(node.metadata.labels) && node.metadata.labels.exists(k, k.startsWith('zo'))",
+    "allocated.cpu + 1.0 <= allocatable.cpu && allocated.pods < 3.0",
+    "pods.all(p, !('app' in p.metadata.labels) || p.metadata.labels['app'] != 'db')",
+    "recent.count < 2.0 || recent.requests.cpu < 1.0",
 ]
 POD_FILTERS = [
     "!has(pod.metadata.labels) || !('zone' in pod.metadata.labels)"
@@ -60,6 +64,12 @@ POD_FILTERS = [
     "size(pod) > 3 || allocatable.cpu > 2.0",
     "!has(pod.metadata.labels) || !('app' in pod.metadata.labels) || 'tier' in node.metadata.labels",
     "has(pod.metadata.labels) && pod.metadata.labels.size() > 1 && has(node.metadata.labels)",
+    "!has(pod.metadata.labels) || !('app' in pod.metadata.labels)"
+    " || pods.filter(p, 'app' in p.metadata.labels && p.metadata.labels['app'] == pod.metadata.labels['app'])"
+    ".size() < 2",
+    "allocated.cpu + requests.cpu <= allocatable.cpu",
+    "!('team' in namespaceObject.metadata.labels) || namespaceObject.metadata.labels['team'] != 'ml'"
+    " || (has(node.metadata.labels) && 'tier' in node.metadata.labels)",
 ]
 MESSAGES = ["", "'wants zone ' + pod.metadata.labels['zone']", "'node ' + node.metadata.name + ' lacks it'"]
 SCORES = [
@@ -73,6 +83,14 @@ SCORES = [
     ),
     ("allocatable.cpu - requests.cpu", "MinMax"),
     ("double(pod.metadata.name.size()) - variables.free", "MinMax"),
+    ("-(metrics.cpu.usage + recent.requests.cpu)", "MinMax"),
+    ("-allocated.cpu", "MinMax"),
+    ("10.0 - double(pods.size())", "Clamp"),
+    (
+        "'team' in namespaceObject.metadata.labels && namespaceObject.metadata.labels['team'] == 'ml'"
+        " ? allocatable.cpu : 0.0",
+        "MinMax",
+    ),
 ]
 
 
@@ -170,6 +188,25 @@ def workload_pod(rng: random.Random, workload: int, replica: int) -> dict[str, A
     return pod
 
 
+def random_pods(rng: random.Random, version: int) -> NodePods:
+    """A few pods on a node, some of them placed after its metrics sample (`recent`)."""
+    views = []
+    for index in range(rng.choice([0, 0, 1, 2, 3])):
+        labels = {"app": rng.choice(["web", "db", "batch"])} if rng.random() < 0.8 else None
+        pod = make_pod(name=f"p{version}-{index}", labels=labels, requests={"cpu": rng.choice(["100m", "1", "2"])})
+        pod["metadata"]["uid"] = f"uid-{version}-{index}"
+        views.append(pod_view(pod))
+    recent = [v for v in views if rng.random() < 0.4]
+    return node_pods(views, recent, version)
+
+
+def random_namespace(rng: random.Random, pod: dict[str, Any]) -> dict[str, Any] | None:
+    if rng.random() < 0.2:
+        return None
+    labels = {"team": rng.choice(["ml", "web", "skip"])} if rng.random() < 0.7 else {}
+    return {"metadata": {"name": pod["metadata"]["namespace"], "labels": labels}}
+
+
 class Cluster:
     """Node contexts kept between calls, as the extender keeps them, with versions that move."""
 
@@ -180,7 +217,8 @@ class Cluster:
 
     def _context(self, index: int) -> NodeContext:
         self.version += 1
-        return node_context(random_node(self.rng, index, self.version), random_usage(self.rng), now=NOW)
+        node, usage = random_node(self.rng, index, self.version), random_usage(self.rng)
+        return node_context(node, usage, now=NOW, pods=random_pods(self.rng, self.version))
 
     def churn(self) -> None:
         """A new version of a few nodes (their object or their metrics sample)."""
@@ -214,8 +252,10 @@ def run_calls(tmp_path: Path, engine: Engine, seed: int, calls: int, size: int =
         now = NOW + datetime.timedelta(seconds=rng.choice([0, 0, 30]))
         run_filters, run_scores = rng.choice([(True, False), (False, True), (True, True)])
         nodes = cluster.candidates()
-        fast = evaluate(book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores)
-        plain = reference.evaluate(book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores)
+        namespace = random_namespace(random.Random(pod["metadata"]["namespace"] + str(book.generation)), pod)
+        options: dict[str, Any] = {"run_filters": run_filters, "run_scores": run_scores, "namespace": namespace}
+        fast = evaluate(book, pod, nodes, now=now, **options)
+        plain = reference.evaluate(book, pod, nodes, now=now, **options)
         assert fast.as_dict() == plain.as_dict(), f"seed {seed}, call {call}"
         assert fast.failures() == plain.failures(), f"seed {seed}, call {call}: rejections counted differently"
     return calls

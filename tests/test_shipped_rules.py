@@ -31,10 +31,12 @@ def only(rule_file: str, engine: Engine, tmp_path: Path) -> RuleBook:
     return load_rule_book([tmp_path], engine)
 
 
-def test_the_four_rule_sets_are_shipped() -> None:
+def test_the_six_rule_sets_are_shipped() -> None:
     assert [p.name for p in SHIPPED] == [
+        "batch-spread.yaml",
         "gpu-reserve.yaml",
         "memory-pressure.yaml",
+        "team-pools.yaml",
         "xy-least-cpu.yaml",
         "zone-preference.yaml",
     ]
@@ -49,7 +51,14 @@ def test_shipped_rule_file_loads(path: Path, engine: Engine) -> None:
 
 def test_shipped_rules_directory_loads_sorted_by_name(engine: Engine) -> None:
     book = load_rule_book([RULES], engine)
-    assert [rs.name for rs in book.rule_sets] == ["gpu-reserve", "memory-pressure", "xy-least-cpu", "zone-preference"]
+    assert [rs.name for rs in book.rule_sets] == [
+        "batch-spread",
+        "gpu-reserve",
+        "memory-pressure",
+        "team-pools",
+        "xy-least-cpu",
+        "zone-preference",
+    ]
 
 
 # (pod, node labels, cpu usage, passes, reason)

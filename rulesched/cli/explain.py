@@ -30,6 +30,8 @@ def add(commands: Any) -> None:
     explain.add_argument("--rules", type=Path, action="append", help="rules directory or file (repeatable)")
     explain.add_argument("--nodes", type=Path, help="a NodeList file, JSON or YAML")
     explain.add_argument("--metrics", type=Path, help="a NodeMetricsList file (local mode)")
+    explain.add_argument("--pods", type=Path, help="a PodList file: the pods on the nodes (local mode)")
+    explain.add_argument("--namespaces", type=Path, help="a NamespaceList file (local mode)")
     explain.add_argument("--cel-engine", choices=ENGINE_NAMES, default="cpp", help="CEL engine (local mode)")
     explain.add_argument("--server", metavar="URL", help="ask the extender at URL (POST URL/explain)")
     explain.add_argument("--node-names", metavar="A,B,C", help="server mode: the nodes, by name (names mode)")
@@ -40,8 +42,11 @@ def add(commands: Any) -> None:
 def usage_error(args: argparse.Namespace) -> str | None:
     """What is wrong with the combination of flags, if anything."""
     if args.server:
-        if args.rules or args.metrics:
-            return "explain --server takes the rules and metrics of the server: drop --rules and --metrics"
+        if args.rules or args.metrics or args.pods or args.namespaces:
+            return (
+                "explain --server takes the rules, metrics, pods and namespaces of the server: "
+                "drop --rules, --metrics, --pods and --namespaces"
+            )
         if bool(args.node_names) == bool(args.nodes):
             return "explain --server needs --node-names (names mode) or --nodes (full mode), not both"
         return None
@@ -79,4 +84,5 @@ def _report(args: argparse.Namespace) -> dict[str, Any]:
     if args.server:
         names = [n.strip() for n in (args.node_names or "").split(",") if n.strip()]
         return explain_remote(args.server, extender_args(pod, names, nodes))
-    return explain_local(args.rules, args.cel_engine, pod, nodes or [], args.metrics)
+    files = {"pods": args.pods, "namespaces": args.namespaces}
+    return explain_local(args.rules, args.cel_engine, pod, nodes or [], args.metrics, **files)

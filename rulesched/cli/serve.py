@@ -23,6 +23,8 @@ SHORT_FLAGS = {
     "rules_dir": "--rules",
     "nodes_file": "--nodes",
     "metrics_file": "--metrics",
+    "pods_file": "--pods",
+    "namespaces_file": "--namespaces",
     "tls_client_names": "--tls-client-name",
 }
 """Fields whose documented flag is not their name."""

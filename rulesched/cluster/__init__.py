@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rulesched.cluster.pods import FileNamespaceSource, FilePodSource, NamespaceSource, PodIndex, PodSource
 from rulesched.cluster.sources import Binder, FileMetricsSource, FileNodeSource, MetricsSource, NodeSource
 from rulesched.settings import Settings
 
@@ -25,14 +26,18 @@ class Cluster:
     description: str
     access: KubeAccess | None = None
     """The API client behind the live sources, closed by stop(); None without a cluster."""
+    pods: PodSource | None = None
+    namespaces: NamespaceSource | None = None
+
+    def _sources(self) -> list[NodeSource | MetricsSource | PodSource | NamespaceSource]:
+        return [s for s in (self.nodes, self.metrics, self.pods, self.namespaces) if s is not None]
 
     def start(self) -> None:
-        for source in (self.nodes, self.metrics):
-            if source is not None:
-                source.start()
+        for source in self._sources():
+            source.start()
 
     def stop(self) -> None:
-        for source in (self.nodes, self.metrics):
+        for source in self._sources():
             if source is not None:
                 source.stop()
         if self.access is not None:
@@ -48,6 +53,12 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Clu
     """
     nodes: NodeSource | None = FileNodeSource(settings.nodes_file) if settings.nodes_file else None
     metrics: MetricsSource | None = FileMetricsSource(settings.metrics_file) if settings.metrics_file else None
+    pods: PodSource | None = None
+    if settings.pods_file:
+        pods = FilePodSource(settings.pods_file, recent_seconds=settings.recent_seconds, max_pods=settings.max_pods)
+    namespaces: NamespaceSource | None = None
+    if settings.namespaces_file:
+        namespaces = FileNamespaceSource(settings.namespaces_file)
     access = None
     if settings.cluster != "off":
         # Imported only when a cluster may be used: the kubernetes client takes a third of a second and
@@ -69,7 +80,44 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Clu
         parts.append(f"metrics from {settings.metrics_file}")
     elif metrics is None:
         parts.append("no metrics")
-    return Cluster(nodes=nodes, metrics=metrics, binder=binder, description=", ".join(parts), access=access)
+    for path, what in ((settings.pods_file, "pods"), (settings.namespaces_file, "namespaces")):
+        if path:
+            parts.append(f"{what} from {path}")
+    if access is not None:
+        pods, namespaces = _live_pods(settings, access, pods, namespaces, parts)
+    return Cluster(
+        nodes=nodes,
+        metrics=metrics,
+        binder=binder,
+        description=", ".join(parts),
+        access=access,
+        pods=pods,
+        namespaces=namespaces,
+    )
+
+
+def _live_pods(
+    settings: Settings,
+    access: KubeAccess,
+    pods: PodSource | None,
+    namespaces: NamespaceSource | None,
+    parts: list[str],
+) -> tuple[PodSource | None, NamespaceSource | None]:
+    """The API-backed pod and namespace caches for what no file provides, described in `parts`."""
+    from rulesched.cluster.podcache import NamespaceCache, PodCache
+
+    if pods is None:
+        index = PodIndex(
+            recent_seconds=settings.recent_seconds,
+            max_pods=settings.max_pods,
+            max_pending=settings.max_pending_placements,
+        )
+        pods = PodCache(access.api, index)
+        parts.append("pods from the API (list+watch)")
+    if namespaces is None:
+        namespaces = NamespaceCache(access.api, max_namespaces=settings.max_namespaces)
+        parts.append("namespaces from the API (list+watch)")
+    return pods, namespaces
 
 
 def _live_sources(

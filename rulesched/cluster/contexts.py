@@ -4,6 +4,9 @@ In names mode the nodes come from the node source; in full mode from the request
 way the metrics come from the metrics source, and a context is reused as long as the node's
 resourceVersion and its metrics sample are the same.
 
+The pods on a node come from the pod source (`pods`, `allocated`, `recent`): a pod event changes only
+that node's context, and a node's `recent` counts the pods placed after its metrics sample.
+
 Names mode runs for every candidate of every request, so it does not ask the sources about each node:
 contexts found current are kept by name until a source's generation says that node (or, for metrics,
 any node) may have changed. An unchanged candidate is one dictionary lookup.
@@ -15,8 +18,9 @@ import threading
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+from rulesched.cluster.pods import PodSource
 from rulesched.cluster.sources import MetricsSource, NodeSource
-from rulesched.rules.context import NodeContext, node_context, node_name
+from rulesched.rules.context import EMPTY_PODS, NodeContext, NodePods, NodeUsage, node_context, node_name
 
 _MAX_CACHED = 20_000
 
@@ -24,9 +28,11 @@ _MAX_CACHED = 20_000
 class NodeContexts:
     """Builds and caches NodeContexts from a node source (names mode) and a metrics source."""
 
-    def __init__(self, nodes: NodeSource | None, metrics: MetricsSource | None) -> None:
+    def __init__(self, nodes: NodeSource | None, metrics: MetricsSource | None, pods: PodSource | None = None) -> None:
         self.nodes = nodes
         self.metrics = metrics
+        self.pods = pods
+        self._pod_generation = pods.generation() if pods else 0
         self._cache: dict[str, NodeContext] = {}
         self._lock = threading.Lock()
         self._current: dict[str, NodeContext] = {}
@@ -38,8 +44,9 @@ class NodeContexts:
         """The context of a node object, reused while neither the node nor its metrics changed."""
         name = name if name is not None else node_name(node)
         usage = self.metrics.usage(name) if self.metrics else None
+        pods = self.pods.version_of(name) if self.pods else 0
         cached = self._cache.get(name)
-        if cached is not None:
+        if cached is not None and cached.key[3] == pods:
             # The sources hand out the same objects until something changes: identity answers most
             # calls without comparing versions (this runs for every candidate of every request).
             if cached.node is node and cached.key[2] is usage:
@@ -47,13 +54,23 @@ class NodeContexts:
             version = (node.get("metadata") or {}).get("resourceVersion")
             if version and cached.key[1] == version and cached.key[2] == usage:
                 return cached
-        built = node_context(node, usage)
+        built = node_context(node, usage, pods=self.node_pods(name, usage))
+        if cached is not None and cached.node is node and cached.key[2] is usage:
+            memo = cached.memo  # only the pods changed: results of rules that read none of them hold
+            if memo is not None and memo.pod_free:
+                object.__setattr__(built, "memo", memo)
         if (node.get("metadata") or {}).get("resourceVersion"):  # without one, never reused
             with self._lock:
                 if len(self._cache) >= _MAX_CACHED:
                     self._cache.clear()
                 self._cache[name] = built
         return built
+
+    def node_pods(self, name: str, usage: NodeUsage | None) -> NodePods:
+        """The pods on the node, `recent` counted from its metrics sample's time."""
+        if self.pods is None:
+            return EMPTY_PODS
+        return self.pods.node_pods(name, usage.timestamp if usage is not None else None)
 
     def last_seen(self, name: str) -> Mapping[str, Any] | None:
         """The node object of the latest version of `name` a context was made for (full mode's preempt)."""
@@ -95,6 +112,16 @@ class NodeContexts:
                     for name in changed:
                         self._current.pop(name, None)
                 self._node_generation = generation
+        if self.pods is not None:
+            generation = self.pods.generation()
+            if generation != self._pod_generation:
+                changed = self.pods.changed_since(self._pod_generation)
+                if changed is None or len(changed) >= len(self._current):
+                    self._current = {}
+                else:
+                    for name in changed:
+                        self._current.pop(name, None)
+                self._pod_generation = generation
         if len(self._current) >= _MAX_CACHED:
             self._current = {}
         return self._current

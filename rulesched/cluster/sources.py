@@ -129,7 +129,8 @@ def read_document(path: Path) -> Any:
         raise SourceError(f"{path}: not valid JSON or YAML: {error}") from error
 
 
-def _items(path: Path, kind: str) -> list[Mapping[str, Any]]:
+def items_of(path: Path, kind: str) -> list[Mapping[str, Any]]:
+    """The `items` of a list file (NodeList, PodList, …); SourceError when it is not one."""
     document = read_document(path)
     items = document.get("items") if isinstance(document, Mapping) else None
     if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
@@ -142,7 +143,7 @@ class FileNodeSource:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._nodes = {node_name(n): without_managed_fields(n) for n in _items(path, "NodeList")}
+        self._nodes = {node_name(n): without_managed_fields(n) for n in items_of(path, "NodeList")}
         if "" in self._nodes:
             raise SourceError(f"{path}: every node needs metadata.name")
 
@@ -205,7 +206,7 @@ class FileMetricsSource:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._usage: dict[str, NodeUsage] = {}
-        for item in _items(path, "NodeMetricsList"):
+        for item in items_of(path, "NodeMetricsList"):
             name = node_name(item)
             if name:
                 sample = node_usage(item)

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from rulesched.cluster import Cluster
+from rulesched.cluster.pods import PodIndex
 from rulesched.extender import routes
 from rulesched.extender.observe import Observer
 from rulesched.extender.routes import BodyTimeoutError, BodyTooLargeError, Extender, error_response, json_response
@@ -95,6 +96,38 @@ def rules_status(store: RuleStore) -> dict[str, Any]:
     return {"active": active, "lastSuccessfulLoad": success, "lastRejected": last_rejected}
 
 
+def _size_of(source: Any) -> Callable[[], float]:
+    return lambda: float(source.size())
+
+
+def _failing_of(source: Any) -> Callable[[], float]:
+    status = getattr(source, "status", None)
+    return (lambda: float(status().failing)) if status is not None else (lambda: 0.0)
+
+
+def sources_status(cluster: Cluster) -> dict[str, Any]:
+    """What /rules shows of the pod and namespace sources: ready, size, and the live caches' state."""
+    found: dict[str, Any] = {}
+    for name, source in (("pods", cluster.pods), ("namespaces", cluster.namespaces)):
+        if source is None:
+            continue
+        entry: dict[str, Any] = {"ready": source.ready(), "objects": source.size()}
+        status = getattr(source, "status", None)
+        if status is not None:
+            state = status()
+            entry |= {
+                "resourceVersion": state.resource_version,
+                "relists": state.relists,
+                "failing": state.failing,
+                "lastError": state.last_error,
+            }
+        index = source if isinstance(source, PodIndex) else getattr(source, "index", None)
+        if isinstance(index, PodIndex):
+            entry |= {"pendingPlacements": index.pending(), "overflowed": index.overflowed}
+        found[name] = entry
+    return found
+
+
 def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer: Observer | None = None) -> Starlette:
     """The extender app over a rule store and (not yet started) cluster sources.
 
@@ -109,6 +142,14 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
         (lambda: _or_nan(samples.newest_sample_age())) if samples is not None else None,
     )
 
+    for name, source in (("pods", cluster.pods), ("namespaces", cluster.namespaces)):
+        if source is not None:
+            metrics.watch_source(name, _size_of(source), _failing_of(source))
+    pods = cluster.pods
+    if isinstance(pods, PodIndex) or hasattr(pods, "index"):
+        index: PodIndex = pods if isinstance(pods, PodIndex) else pods.index  # type: ignore[union-attr]
+        metrics.watch_source("pending-placements", lambda: float(index.pending()), lambda: 0.0)
+
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
 
@@ -116,11 +157,15 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
         checks: dict[str, Any] = {"rules": store.book is not None}
         if cluster.nodes is not None:
             checks["nodeCache"] = cluster.nodes.ready()
+        if cluster.pods is not None:
+            checks["podCache"] = cluster.pods.ready()
+        if cluster.namespaces is not None:
+            checks["namespaceCache"] = cluster.namespaces.ready()
         ready = all(checks.values())
         return json_response({"ready": ready, "checks": checks}, 200 if ready else 503)
 
     async def rules(request: Request) -> Response:
-        return json_response(rules_status(store))
+        return json_response({**rules_status(store), "sources": sources_status(cluster)})
 
     async def prometheus(request: Request) -> Response:
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -63,6 +63,21 @@ class Metrics:
             "rulesched_metrics_sample_age_seconds", "Age of the newest node metrics sample", registry=r
         )
 
+        self.source_objects = Gauge(
+            "rulesched_source_objects",
+            "Objects kept by each context source (pods, pending placements, namespaces)",
+            ["source"],
+            registry=r,
+        )
+        self.source_failing = Gauge(
+            "rulesched_source_failing", "1 while a live source's API requests fail (an outage)", ["source"], registry=r
+        )
+
+    def watch_source(self, name: str, size: Callable[[], float], failing: Callable[[], float]) -> None:
+        """Report a pod or namespace source's size and whether it is failing, computed when scraped."""
+        self.source_objects.labels(name).set_function(size)
+        self.source_failing.labels(name).set_function(failing)
+
     def watch_store(self, store: RuleStore) -> None:
         """Count reloads and report the active generation and the time since the last good load."""
 

@@ -33,7 +33,7 @@ from rulesched.cluster.contexts import NodeContexts
 from rulesched.extender import wire
 from rulesched.extender.observe import Observer
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import NodeContext
+from rulesched.rules.context import NodeContext, context_report, namespace_name, with_pods
 from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
 from rulesched.rules.plan import NeedsEvaluationError, lookups_only
@@ -68,7 +68,7 @@ class Extender:
         self.store = store
         self.cluster = cluster
         self.observer = observer
-        self.contexts = NodeContexts(cluster.nodes, cluster.metrics)
+        self.contexts = NodeContexts(cluster.nodes, cluster.metrics, cluster.pods)
         # Full mode sends whole nodes with filter, but only names with preempt: the contexts keep the
         # nodes that have a resourceVersion, this the few that have none.
         self.seen: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
@@ -88,8 +88,16 @@ class Extender:
         answer (a replica, say) is answered here; any other runs in the evaluation thread. Evaluations never
         overlap: the caches are not shared between threads."""
         filters, scores = kinds.get("run_filters", True), kinds.get("run_scores", True)
+        namespace = self.namespace(pod)
         work = functools.partial(
-            evaluate, book, pod, contexts, run_filters=filters, run_scores=scores, deadline=deadline
+            evaluate,
+            book,
+            pod,
+            contexts,
+            run_filters=filters,
+            run_scores=scores,
+            deadline=deadline,
+            namespace=namespace,
         )
         if not self.evaluating:
             try:
@@ -201,15 +209,41 @@ class Extender:
         while len(seen) > _SEEN_NODES:
             replaced.append(seen.popitem(last=False)[1])
 
-    def preempt_contexts(self, names: Sequence[str]) -> list[NodeContext]:
+    def preempt_contexts(self, victims: Mapping[str, wire.Victims]) -> list[NodeContext]:
+        """Each candidate node's context as it would be with its victims gone (from `pods`, `allocated`
+        and `recent`), so that rules see the node preemption would leave."""
         contexts = []
-        for name in names:
+        for name, chosen in victims.items():
             node = (self.cluster.nodes.get(name) if self.cluster.nodes else None) or self.seen.get(name)
             if node is None:
                 node = self.contexts.last_seen(name)  # full mode: the latest version filter was sent
             if node is not None:
-                contexts.append(self.contexts.context(node))
+                context = self.contexts.context(node)
+                if chosen.uids:
+                    context = with_pods(context, context.pods.without(set(chosen.uids)))
+                contexts.append(context)
         return contexts
+
+    def namespace(self, pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The pod's Namespace as the namespace source knows it (None when unknown)."""
+        source = self.cluster.namespaces
+        return source.get(namespace_name(pod)) if source is not None else None
+
+    def forget(self, pod: Mapping[str, Any]) -> None:
+        """The pod is being scheduled (again): a placement this extender made for it earlier is void."""
+        if self.cluster.pods is not None:
+            self.cluster.pods.forget(pod)
+
+    def reserve(self, pod: Mapping[str, Any], decision: Decision) -> None:
+        """Count the pod on the node this extender ranked first, when one node alone has the top score
+        (with ties, kube-scheduler's own scores decide), until the pod watch shows where it went."""
+        if self.cluster.pods is None or not decision.nodes:
+            return
+        scores = [(v.score or 0, name) for name, v in decision.nodes.items()]
+        best = max(score for score, _ in scores)
+        top = [name for score, name in scores if score == best]
+        if len(top) == 1:
+            self.cluster.pods.reserve(pod, top[0])
 
 
 @contextlib.contextmanager
@@ -257,6 +291,7 @@ async def filter_verb(extender: Extender, request: Request) -> Response:
         started = time.perf_counter()
         book = extender.book()
         garbage: list[object] = [args]
+        extender.forget(args.pod)
         contexts, unknown = await extender.candidates(args, garbage)
         decision = await extender.evaluate(book, args.pod, contexts, deadline, run_scores=False)
         return resume_after(_filter_answer(extender, args, decision, unknown, started), garbage)
@@ -297,8 +332,10 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
         started = time.perf_counter()
         book = extender.book()
         garbage: list[object] = [args]
+        extender.forget(args.pod)
         contexts, _ = await extender.candidates(args, garbage)
         decision = await extender.evaluate(book, args.pod, contexts, deadline, run_filters=False)
+        extender.reserve(args.pod, decision)
         found = decision.nodes
         if len(found) == len(args.names):  # every candidate evaluated, in the request's order
             answer = [{"Host": name, "Score": node.score or 0} for name, node in found.items()]
@@ -313,7 +350,7 @@ async def preempt_verb(extender: Extender, request: Request) -> Response:
     deadline = extender.deadline()
     args = wire.ExtenderPreemptionArgs.parse(await extender.body(request), extender.settings.max_candidates)
     book = extender.book()
-    contexts = await extender.in_evaluator(len(args.victims), lambda: extender.preempt_contexts(list(args.victims)))
+    contexts = await extender.in_evaluator(len(args.victims), lambda: extender.preempt_contexts(args.victims))
     decision = await extender.evaluate(book, args.pod, contexts, deadline, run_scores=False)
     kept = {name: v for name, v in args.victims.items() if name in decision.nodes and decision.nodes[name].passed}
     return json_response(wire.preemption_result(kept))
@@ -325,6 +362,9 @@ async def bind_verb(extender: Extender, request: Request) -> Response:
     if binder is None:
         return json_response(wire.binding_result("rulesched does not bind pods: start it with --enable-bind"))
     error = await run_in_threadpool(binder.bind, args.pod_namespace, args.pod_name, args.pod_uid, args.node)
+    if not error and extender.cluster.pods is not None:
+        bound = {"metadata": {"namespace": args.pod_namespace, "name": args.pod_name, "uid": args.pod_uid}}
+        extender.cluster.pods.reserve(bound, args.node)
     return json_response(wire.binding_result(error))
 
 
@@ -335,6 +375,6 @@ async def explain_verb(extender: Extender, request: Request) -> Response:
     args = extender.args(await extender.body(request))
     contexts, unknown = await extender.candidates(args)
     decision = await extender.evaluate(extender.book(), args.pod, contexts, deadline)
-    report = decision.explain(args.pod)
+    report = decision.explain(args.pod) | context_report(args.pod, extender.namespace(args.pod), contexts)
     report["unknownNodes"] = unknown
     return json_response(report)

@@ -26,7 +26,7 @@ _ACCEPTED: dict[str, frozenset[str]] = {
     "string": frozenset({"string", "dyn"}),
     "any": frozenset(),
 }
-_MATCH_READS = frozenset({"pod", "now"})
+_MATCH_READS = frozenset({"pod", "namespaceObject", "now"})
 
 
 Paths = Mapping[str, frozenset[Path]]
@@ -228,7 +228,7 @@ class _Compiler:
             found = reads(condition.expression).names
             if not found <= _MATCH_READS:
                 others = ", ".join(sorted(found - _MATCH_READS))
-                message = f"match conditions may read only pod and now, not {others}"
+                message = f"match conditions may read only pod, namespaceObject and now, not {others}"
                 self.error(loc, condition.name, message, expression=condition.expression)
                 continue
             program, _ = self.program(loc, condition.name, condition.expression, "bool")

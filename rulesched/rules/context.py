@@ -1,7 +1,8 @@
 """The numbers rules read, computed once: a node's allocatable and live usage, a pod's requests.
 
-A `NodeContext` is a frozen snapshot of one node (its object, allocatable resources and metrics);
-it is rebuilt only when the node's resourceVersion or its metrics sample changes. Pod requests are
+A `NodeContext` is a frozen snapshot of one node (its object, allocatable resources, metrics and the
+pods on it: `pods`, `allocated`, `recent`); it is rebuilt only when the node's resourceVersion, its
+metrics sample or its pods change. Pod requests are
 computed as kube-scheduler computes them (containers summed, the maximum with each init container,
 restartable init containers added, plus overhead).
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 import functools
-from collections.abc import Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -27,6 +28,121 @@ class NodeUsage:
     timestamp: datetime.datetime | None = None
 
 
+_ALLOCATED_ZERO: Mapping[str, float] = {"cpu": 0.0, "memory": 0.0}
+_RECENT_ZERO: Mapping[str, float] = {"cpu": 0.0, "memory": 0.0}
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NodePods:
+    """What the rules see of the pods on one node: `pods` (trimmed views), `allocated` and `recent`."""
+
+    pods: Sequence[Mapping[str, Any]] = field(default_factory=list)
+    allocated: Mapping[str, float] = field(default_factory=lambda: {**_ALLOCATED_ZERO, "pods": 0.0})
+    recent: Mapping[str, Any] = field(default_factory=lambda: {"count": 0.0, "requests": dict(_RECENT_ZERO)})
+    version: Hashable = 0
+    """Changes whenever anything above changes (the node's entry in the pod source's change log)."""
+    recent_uids: frozenset[str] = frozenset()
+    """The uids of `pods` counted in `recent` (pending placements are counted but not in `pods`)."""
+
+    def without(self, uids: Collection[str]) -> NodePods:
+        """These pods with the pods `uids` gone (preemption's victims): from `pods`, `allocated` and `recent`."""
+        kept = [p for p in self.pods if _uid(p) not in uids]
+        gone = [p for p in self.pods if _uid(p) in uids]
+        allocated = total_requests(kept, _ALLOCATED_ZERO)
+        allocated["pods"] = float(len(kept))
+        count = float(self.recent.get("count", 0.0))
+        requests: dict[str, float] = dict(self.recent.get("requests") or {})
+        for pod in gone:
+            if _uid(pod) in self.recent_uids:
+                count -= 1.0
+                for name, value in (pod.get("requests") or {}).items():
+                    requests[name] = requests.get(name, 0.0) - value
+        recent = {"count": count, "requests": requests}
+        return NodePods(kept, allocated, recent, (self.version, tuple(sorted(uids))), self.recent_uids - set(uids))
+
+
+def _uid(view: Mapping[str, Any]) -> str:
+    return str((view.get("metadata") or {}).get("uid") or "")
+
+
+def total_requests(views: Iterable[Mapping[str, Any]], zero: Mapping[str, float]) -> dict[str, float]:
+    """The sum of the `requests` of pod views, with `zero`'s resources always present."""
+    total = dict(zero)
+    for view in views:
+        for name, value in (view.get("requests") or {}).items():
+            total[name] = total.get(name, 0.0) + value
+    return total
+
+
+def node_pods(views: Sequence[Mapping[str, Any]], recent: Sequence[Mapping[str, Any]], version: Hashable) -> NodePods:
+    """The `NodePods` of a node with these pod views, of which (or beside which, when not yet seen
+    bound) `recent` were placed after the node's metrics sample."""
+    allocated = total_requests(views, _ALLOCATED_ZERO)
+    allocated["pods"] = float(len(views))
+    recent_requests = total_requests(recent, _RECENT_ZERO)
+    uids = frozenset(_uid(v) for v in recent) & frozenset(_uid(v) for v in views)
+    return NodePods(list(views), allocated, {"count": float(len(recent)), "requests": recent_requests}, version, uids)
+
+
+EMPTY_PODS = NodePods()
+
+
+_VIEW_METADATA = ("name", "namespace", "uid", "labels", "annotations", "ownerReferences", "creationTimestamp")
+_VIEW_SPEC = ("nodeName", "priority", "priorityClassName", "schedulerName")
+_OWNER_FIELDS = ("apiVersion", "kind", "name", "uid", "controller")
+ANNOTATION_MAX_CHARS = 1024
+"""Annotations with longer values (`kubectl.kubernetes.io/last-applied-configuration`, say) are left out of
+the views kept of pods and namespaces, so that the memory a cached pod takes is bounded."""
+
+
+def _short_annotations(value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, str) and len(v) <= ANNOTATION_MAX_CHARS}
+
+
+def _labels(value: object) -> dict[str, str]:
+    return {str(k): v for k, v in value.items() if isinstance(v, str)} if isinstance(value, Mapping) else {}
+
+
+def pod_view(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The trimmed view of a pod that `pods` lists: `metadata`, `spec` (a few fields) and `requests`."""
+    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    assert isinstance(metadata, Mapping)
+    assert isinstance(spec, Mapping)
+    kept: dict[str, Any] = {k: metadata[k] for k in _VIEW_METADATA if k in metadata and metadata[k] is not None}
+    kept["labels"] = _labels(metadata.get("labels"))
+    kept["annotations"] = _short_annotations(metadata.get("annotations"))
+    owners = metadata.get("ownerReferences")
+    if isinstance(owners, list):
+        kept["ownerReferences"] = [
+            {k: o[k] for k in _OWNER_FIELDS if k in o} for o in owners[:8] if isinstance(o, Mapping)
+        ]
+    return {
+        "metadata": kept,
+        "spec": {k: spec[k] for k in _VIEW_SPEC if k in spec and spec[k] is not None},
+        "requests": pod_requests(pod),
+    }
+
+
+def namespace_view(pod: Mapping[str, Any], namespace: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`namespaceObject`: the pod's Namespace trimmed to `metadata.name`, `labels` and `annotations`
+    (empty maps when the Namespace is not known)."""
+    metadata = namespace.get("metadata") if isinstance(namespace, Mapping) else None
+    if not isinstance(metadata, Mapping):
+        pod_metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+        assert isinstance(pod_metadata, Mapping)
+        metadata = {"name": pod_metadata.get("namespace") or "default"}
+    return {
+        "metadata": {
+            "name": str(metadata.get("name") or ""),
+            "labels": _labels(metadata.get("labels")),
+            "annotations": _short_annotations(metadata.get("annotations")),
+        }
+    }
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class NodeContext:
     """What the rules see of one node. `key` changes whenever anything in it changes.
@@ -38,6 +154,7 @@ class NodeContext:
     allocatable: Mapping[str, float]
     metrics: Mapping[str, Any]
     key: tuple[Any, ...]
+    pods: NodePods = field(default_factory=lambda: EMPTY_PODS)
     cache: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
     """Engine-ready values derived from this snapshot, filled on first use."""
     memo: Any = field(default=None, compare=False, hash=False, repr=False)
@@ -120,13 +237,26 @@ def _allocatable(items: tuple[tuple[Any, Any], ...]) -> Mapping[str, float]:
     return resource_numbers(dict(items))
 
 
-def node_context(node: Mapping[str, Any], usage: NodeUsage | None, now: datetime.datetime | None = None) -> NodeContext:
-    """The context of `node` with its metrics sample (or none)."""
+def node_context(
+    node: Mapping[str, Any],
+    usage: NodeUsage | None,
+    now: datetime.datetime | None = None,
+    pods: NodePods = EMPTY_PODS,
+) -> NodeContext:
+    """The context of `node` with its metrics sample (or none) and its pods (none by default)."""
     allocatable = allocatable_numbers(_dig(node, "status", "allocatable"))
     metrics = metrics_map(usage, allocatable, now or datetime.datetime.now(datetime.UTC))
     version = _dig(node, "metadata", "resourceVersion")
-    identity = (node_name(node), version if version else id(node), usage)
-    return NodeContext(name=node_name(node), node=node, allocatable=allocatable, metrics=metrics, key=identity)
+    identity = (node_name(node), version if version else id(node), usage, pods.version)
+    return NodeContext(
+        name=node_name(node), node=node, allocatable=allocatable, metrics=metrics, key=identity, pods=pods
+    )
+
+
+def with_pods(context: NodeContext, pods: NodePods) -> NodeContext:
+    """`context` with other pods (preemption's victims removed): a new context, never cached."""
+    key = (*context.key[:3], pods.version)
+    return NodeContext(context.name, context.node, context.allocatable, context.metrics, key, pods)
 
 
 def _exact(resources: object) -> dict[str, Decimal]:
@@ -191,3 +321,22 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, float]:
 
 def _list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def namespace_name(pod: Mapping[str, Any]) -> str:
+    """The pod's namespace ("default" when it has none, as in Kubernetes)."""
+    metadata = pod.get("metadata")
+    name = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    return name if isinstance(name, str) and name else "default"
+
+
+def context_report(
+    pod: Mapping[str, Any], namespace: Mapping[str, Any] | None, contexts: Sequence[NodeContext]
+) -> dict[str, Any]:
+    """What an explanation adds about the cluster context: the pod's `namespaceObject`, and each node's
+    pods (names), `allocated` and `recent` (`nodeContext`)."""
+    nodes = {}
+    for context in contexts:
+        names = [f"{p['metadata'].get('namespace', '')}/{p['metadata'].get('name', '')}" for p in context.pods.pods]
+        nodes[context.name] = {"pods": names, "allocated": context.pods.allocated, "recent": context.pods.recent}
+    return {"namespaceObject": namespace_view(pod, namespace), "nodeContext": nodes}

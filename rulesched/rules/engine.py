@@ -65,14 +65,18 @@ def evaluate(
     run_filters: bool = True,
     run_scores: bool = True,
     deadline: float | None = None,
+    namespace: Mapping[str, Any] | None = None,
 ) -> Decision:
     """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass.
+    `namespace` is the pod's Namespace object (`namespaceObject`), None when not known.
 
     Past `deadline` (a `time.monotonic()` value), every rule not yet evaluated fails with the deadline's
     error and follows its failurePolicy; the Decision says so, and the plan's caches are dropped, so that
     no result of this request is reused."""
     with cel_deadline(deadline) as expiry:
-        decision = _evaluate(book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores)
+        decision = _evaluate(
+            book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores, namespace=namespace
+        )
     if expiry.expired:
         decision.deadline_exceeded = True
         forget(book)
@@ -87,10 +91,11 @@ def _evaluate(
     now: datetime.datetime | None,
     run_filters: bool,
     run_scores: bool,
+    namespace: Mapping[str, Any] | None,
 ) -> Decision:
     now = now or datetime.datetime.now(datetime.UTC)
     plan = plan_for(book)
-    request = plan.request(pod, now)
+    request = plan.request(pod, now, namespace)
     decision = Decision(generation=book.generation, applied=[], nodes={})
     applying = _applying(plan, request, decision)
     decision.applied = [book.rule_sets[i].name for i in applying]
@@ -105,7 +110,9 @@ def _evaluate(
     if len(decision.nodes) != len(nodes):
         # Repeated names share one NodeDecision; kube-scheduler never sends them, the reference copes.
         work()
-        return reference.evaluate(book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores)
+        return reference.evaluate(
+            book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores, namespace=namespace
+        )
     if run_filters and run_scores:
         work()
         passing = [i for i, v in enumerate(verdicts) if v.passed]

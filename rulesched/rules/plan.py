@@ -26,10 +26,13 @@ from typing import Any, TypeVar
 from rulesched.rules.book import CompiledFilter, CompiledScore, Paths, RuleBook
 from rulesched.rules.cel import CelCompileError, Program
 from rulesched.rules.cel.analysis import Path
-from rulesched.rules.context import NodeContext, pod_requests
+from rulesched.rules.context import NodeContext, namespace_view, pod_requests
 
-PER_POD = frozenset({"pod", "requests", "now"})
+PER_POD = frozenset({"pod", "requests", "now", "namespaceObject"})
 """Context names whose values change with the pod or the request."""
+NODE_PODS = ("pods", "allocated", "recent")
+"""Context names that change with the pods on the node: node-side values, like `metrics`, kept in the
+node's context and rebuilt when a pod event touches that node only."""
 
 _PLANS_KEPT = 8
 _BOUND_KEPT = 256
@@ -82,6 +85,9 @@ class NodeMemo:
     score_key: str = ""
     scored: Any = None
     """The same for the last prioritize verdict."""
+    pod_free: bool = False
+    """The plan reads none of `pods`, `allocated`, `recent`: the memo stays right when only the node's pods
+    change, and a rebuilt context of the same node object and metrics sample takes it over."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +155,17 @@ def projection(rule: Rule, node: NodeContext) -> bytes:
 
     Key order is kept (not sorted): a rule iterating a map sees its order."""
     read = rule.compiled.paths
+    pods = node.pods
     values = [
         trim(v, read[n]) if n in read else None
-        for n, v in (("node", node.node), ("metrics", node.metrics), ("allocatable", node.allocatable))
+        for n, v in (
+            ("node", node.node),
+            ("metrics", node.metrics),
+            ("allocatable", node.allocatable),
+            ("pods", pods.pods),
+            ("allocated", pods.allocated),
+            ("recent", pods.recent),
+        )
     ]
     return json.dumps(values, default=str).encode()
 
@@ -179,6 +193,12 @@ class Plan:
         conditions = [c for rs in book.rule_sets for c in rs.conditions]
         self.node_paths = _union((r.paths for r in rules), "node")
         self.pod_paths = _union([*(r.paths for r in per_pod), *(c.paths for c in conditions)], "pod")
+        self.namespace_paths = _union([*(r.paths for r in per_pod), *(c.paths for c in conditions)], "namespaceObject")
+        self.reads_namespace = any("namespaceObject" in r.reads for r in per_pod) or any(
+            "namespaceObject" in c.paths for c in conditions
+        )
+        self.node_pods = [n for n in NODE_PODS if any(n in r.reads for r in rules)]
+        """The pod-dependent node names the book reads: only those are converted for the engine."""
         self.reads_requests = any("requests" in r.reads for r in per_pod)
         self.conditions_read_now = any("now" in c.paths for c in conditions)
         self._bound: OrderedDict[Hashable, Program | None] = OrderedDict()
@@ -200,13 +220,19 @@ class Plan:
             self.node_only.append(rule)
         return rule
 
-    def request(self, pod: Mapping[str, Any], now: datetime.datetime) -> PodRequest:
+    def request(
+        self, pod: Mapping[str, Any], now: datetime.datetime, namespace: Mapping[str, Any] | None = None
+    ) -> PodRequest:
         """The pod's trimmed values and their key (the same for every replica of a workload)."""
         trimmed = trim(pod, self.pod_paths) if self.pod_paths else {}
         values: dict[str, Any] = {"pod": trimmed, "now": now}
         if self.reads_requests:
             values["requests"] = pod_requests(pod)
-        key = json.dumps([trimmed, values.get("requests")], sort_keys=True, default=str).encode()
+        if self.reads_namespace:
+            view = namespace_view(pod, namespace)
+            values["namespaceObject"] = trim(view, self.namespace_paths) if self.namespace_paths else view
+        parts = [trimmed, values.get("requests"), values.get("namespaceObject")]
+        key = json.dumps(parts, sort_keys=True, default=str).encode()
         return PodRequest(values, key, now)
 
     def bound(self, program: Program, rule: Rule, kind: str, request: PodRequest) -> Program | None:
@@ -251,7 +277,10 @@ class Plan:
             "allocatable": engine.convert(node.allocatable),
             "variables": engine.convert({}),
         }
-        return NodeMemo(self.token, values)
+        for name in self.node_pods:  # the others are left out: rules that do not read them pay nothing
+            value = getattr(node.pods, name)
+            values[name] = engine.convert(list(value) if isinstance(value, tuple) else value)
+        return NodeMemo(self.token, values, pod_free=not self.node_pods)
 
     def keep(self, node: NodeContext, memo: NodeMemo) -> None:
         """Store `memo` (its node-only results computed) in the node, replacing another plan's."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from rulesched.rules.book import CompiledFilter, CompiledRuleSet, CompiledScore, RuleBook
 from rulesched.rules.cel import CelEvalError, Engine, Program
-from rulesched.rules.context import NodeContext, pod_requests
+from rulesched.rules.context import NodeContext, namespace_view, pod_requests
 from rulesched.rules.decision import Decision, FilterResult, NodeDecision, RuleError, ScoreResult
 
 MAX_SCORE = 10
@@ -36,13 +36,17 @@ def evaluate(
     now: datetime.datetime | None = None,
     run_filters: bool = True,
     run_scores: bool = True,
+    namespace: Mapping[str, Any] | None = None,
 ) -> Decision:
-    """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass."""
+    """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass.
+
+    `namespace` is the pod's Namespace object (`namespaceObject`), None when not known."""
     engine = book.engine
     shared = {
         "pod": engine.convert(pod),
         "requests": engine.convert(pod_requests(pod)),
         "now": engine.convert(now or datetime.datetime.now(datetime.UTC)),
+        "namespaceObject": engine.convert(namespace_view(pod, namespace)),
     }
     decision = Decision(generation=book.generation, applied=[], nodes={n.name: NodeDecision(n.name) for n in nodes})
     applying = [rs for rs in book.rule_sets if applies(rs, engine, shared, decision)]
@@ -66,6 +70,9 @@ def _node_values(engine: Engine, node: NodeContext) -> Mapping[str, Any]:
             "metrics": engine.convert(node.metrics),
             "allocatable": engine.convert(node.allocatable),
             "variables": engine.convert({}),
+            "pods": engine.convert(list(node.pods.pods)),
+            "allocated": engine.convert(node.pods.allocated),
+            "recent": engine.convert(node.pods.recent),
         }
         node.cache[engine.name] = values
     return values

@@ -14,9 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rulesched.cluster.contexts import NodeContexts
 from rulesched.rules.cel import EngineName, make_engine
+from rulesched.rules.context import context_report
 from rulesched.rules.loader import load_rule_book
-from rulesched.tools.inputs import decide, read_metrics
+from rulesched.tools.inputs import decide, namespace_of, read_metrics, read_namespaces, read_pods
 
 SERVER_TIMEOUT = 30.0
 """Seconds to wait for the server's answer."""
@@ -32,10 +34,16 @@ def explain_local(
     pod: Mapping[str, Any],
     nodes: Sequence[Mapping[str, Any]],
     metrics: Path | None,
+    *,
+    pods: Path | None = None,
+    namespaces: Path | None = None,
 ) -> dict[str, Any]:
     """The report of the server's evaluation, run here on the given files (raises on bad input)."""
     book = load_rule_book(list(rules), make_engine(engine))
-    return decide(book, pod, nodes, read_metrics(metrics)).explain(pod)
+    source, on_nodes, known = read_metrics(metrics), read_pods(pods), read_namespaces(namespaces)
+    contexts = NodeContexts(None, source, on_nodes).for_objects(nodes)
+    decision = decide(book, pod, nodes, source, pods=on_nodes, namespaces=known)
+    return decision.explain(pod) | context_report(pod, namespace_of(pod, known), contexts)
 
 
 def extender_args(

@@ -17,8 +17,10 @@ from typing import Any
 import yaml
 
 from rulesched.cluster.contexts import NodeContexts
+from rulesched.cluster.pods import FileNamespaceSource, FilePodSource, NamespaceSource, PodSource
 from rulesched.cluster.sources import FileMetricsSource, MetricsSource, SourceError, read_document
 from rulesched.rules.book import RuleBook
+from rulesched.rules.context import namespace_name
 from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
 
@@ -77,13 +79,42 @@ def read_metrics(path: Path | None) -> MetricsSource | None:
         raise InputError(str(error)) from error
 
 
+def read_pods(path: Path | None) -> PodSource | None:
+    """A pod source from a PodList file, or none."""
+    if path is None:
+        return None
+    try:
+        return FilePodSource(path)
+    except SourceError as error:
+        raise InputError(str(error)) from error
+
+
+def read_namespaces(path: Path | None) -> NamespaceSource | None:
+    """A namespace source from a NamespaceList file, or none."""
+    if path is None:
+        return None
+    try:
+        return FileNamespaceSource(path)
+    except SourceError as error:
+        raise InputError(str(error)) from error
+
+
 def decide(
     book: RuleBook,
     pod: Mapping[str, Any],
     nodes: Sequence[Mapping[str, Any]],
     metrics: MetricsSource | None,
     now: datetime.datetime | None = None,
+    *,
+    pods: PodSource | None = None,
+    namespaces: NamespaceSource | None = None,
 ) -> Decision:
-    """The server's decision for `pod` over `nodes` (full mode: the nodes as the request carries them)."""
-    contexts = NodeContexts(None, metrics).for_objects(nodes)
-    return evaluate(book, pod, contexts, now=now)
+    """The server's decision for `pod` over `nodes` (full mode: the nodes as the request carries them),
+    with the pods on each node and the pod's namespace when their sources are given."""
+    contexts = NodeContexts(None, metrics, pods).for_objects(nodes)
+    return evaluate(book, pod, contexts, now=now, namespace=namespace_of(pod, namespaces))
+
+
+def namespace_of(pod: Mapping[str, Any], namespaces: NamespaceSource | None) -> Mapping[str, Any] | None:
+    """The pod's Namespace from `namespaces` (None when unknown)."""
+    return namespaces.get(namespace_name(pod)) if namespaces is not None else None

@@ -16,9 +16,9 @@ from rulesched.rules.book import CompiledRuleSet, RuleBook
 from rulesched.rules.cel.analysis import reads
 from rulesched.rules.loader import Document, read_documents, rule_files
 
-NODE_DATA = frozenset({"node", "metrics", "allocatable"})
+NODE_DATA = frozenset({"node", "metrics", "allocatable", "pods", "allocated", "recent"})
 """What differs from node to node."""
-POD_DATA = frozenset({"pod", "now"})
+POD_DATA = frozenset({"pod", "namespaceObject", "now"})
 """What differs from request to request, as match conditions may read it."""
 
 

@@ -8,11 +8,13 @@ spec:
   rules: ../xy-least-cpu.yaml        # rule files or directories, relative to this file (string or list)
   nodes: fixtures/nodes.yaml         # a NodeList (JSON or YAML)
   metrics: fixtures/metrics.yaml     # optional NodeMetricsList
+  pods: fixtures/pods.yaml           # optional PodList: the pods on the nodes (`pods`, `allocated`)
+  namespaces: fixtures/ns.yaml       # optional NamespaceList (`namespaceObject`)
   celEngine: cpp                     # optional; default: the --cel-engine flag
   cases:
   - name: labelled nodes only, least CPU first
     pod: fixtures/pod.yaml           # a Pod file, or an inline Pod mapping
-    nodes: fixtures/other.yaml       # optional: this case's own NodeList (and `metrics`)
+    nodes: fixtures/other.yaml       # optional: this case's own NodeList (and `metrics`, `pods`, `namespaces`)
     now: "2026-11-22T10:00:00Z"      # optional: the request time rules see as `now`
     expect:
       appliedRuleSets: [xy-least-cpu]          # exactly these rule sets apply
@@ -66,6 +68,8 @@ class Case(_Strict):
     pod: str | dict[str, Any]
     nodes: str | None = None
     metrics: str | None = None
+    pods: str | None = None
+    namespaces: str | None = None
     now: datetime.datetime | None = None
     expect: Expect
 
@@ -74,6 +78,8 @@ class RuleTestSpec(_Strict):
     rules: str | Annotated[list[str], Field(min_length=1)]
     nodes: str
     metrics: str | None = None
+    pods: str | None = None
+    namespaces: str | None = None
     celEngine: EngineName | None = None
     cases: Annotated[list[Case], Field(min_length=1)]
 

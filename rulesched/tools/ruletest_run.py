@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from rulesched.cluster.pods import NamespaceSource, PodSource
 from rulesched.cluster.sources import MetricsSource
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import EngineName, make_engine
 from rulesched.rules.errors import RulesLoadFailed
 from rulesched.rules.loader import load_rule_book
-from rulesched.tools.inputs import InputError, decide, read_metrics, read_nodes, read_pod
+from rulesched.tools.inputs import InputError, decide, read_metrics, read_namespaces, read_nodes, read_pod, read_pods
 from rulesched.tools.ruletest_expect import actual_summary, compare
 from rulesched.tools.ruletest_load import Suite, field_path
 from rulesched.tools.ruletest_model import Case
@@ -61,6 +62,8 @@ class SuiteResult:
 class Snapshot:
     nodes: Nodes
     metrics: MetricsSource | None
+    pods: PodSource | None = None
+    namespaces: NamespaceSource | None = None
 
 
 class Runner:
@@ -88,7 +91,12 @@ class Runner:
         result = SuiteResult(suite.test.metadata.name, suite.document.file, engine)
         try:
             book = self.book(suite, engine)
-            snapshot = Snapshot(_nodes(suite, spec.nodes, "spec"), _metrics(suite, spec.metrics, "spec"))
+            snapshot = Snapshot(
+                _nodes(suite, spec.nodes, "spec"),
+                _metrics(suite, spec.metrics, "spec"),
+                _pods(suite, spec.pods, "spec"),
+                _namespaces(suite, spec.namespaces, "spec"),
+            )
         except SuiteError as error:
             result.error = str(error)
             return result
@@ -114,6 +122,20 @@ def _metrics(suite: Suite, path: str | None, *loc: str | int) -> MetricsSource |
         raise _input(suite, (*loc, "metrics"), error) from error
 
 
+def _pods(suite: Suite, path: str | None, *loc: str | int) -> PodSource | None:
+    try:
+        return read_pods(suite.base / path if path else None)
+    except InputError as error:
+        raise _input(suite, (*loc, "pods"), error) from error
+
+
+def _namespaces(suite: Suite, path: str | None, *loc: str | int) -> NamespaceSource | None:
+    try:
+        return read_namespaces(suite.base / path if path else None)
+    except InputError as error:
+        raise _input(suite, (*loc, "namespaces"), error) from error
+
+
 def _pod(suite: Suite, case: Case, index: int) -> Mapping[str, Any]:
     if isinstance(case.pod, dict):
         if not isinstance(case.pod.get("metadata"), dict):
@@ -129,7 +151,9 @@ def _case_snapshot(suite: Suite, case: Case, index: int, default: Snapshot) -> S
     loc = ("spec", "cases", index)
     nodes = _nodes(suite, case.nodes, *loc) if case.nodes else default.nodes
     metrics = _metrics(suite, case.metrics, *loc) if case.metrics else default.metrics
-    return Snapshot(nodes, metrics)
+    pods = _pods(suite, case.pods, *loc) if case.pods else default.pods
+    namespaces = _namespaces(suite, case.namespaces, *loc) if case.namespaces else default.namespaces
+    return Snapshot(nodes, metrics, pods, namespaces)
 
 
 def _aware(now: datetime.datetime | None) -> datetime.datetime | None:
@@ -148,7 +172,15 @@ def run_case(suite: Suite, index: int, book: RuleBook, default: Snapshot) -> Cas
     except SuiteError as error:
         result.error = str(error)
         return result
-    decision = decide(book, pod, snapshot.nodes, snapshot.metrics, now=_aware(case.now))
+    decision = decide(
+        book,
+        pod,
+        snapshot.nodes,
+        snapshot.metrics,
+        _aware(case.now),
+        pods=snapshot.pods,
+        namespaces=snapshot.namespaces,
+    )
     result.failures = compare(case.expect, decision)
     result.actual = actual_summary(decision) if result.failures else []
     result.seconds = time.perf_counter() - started

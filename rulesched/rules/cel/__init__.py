@@ -26,7 +26,19 @@ from typing import Any, ClassVar, Literal
 EngineName = Literal["cpp", "celpy"]
 ENGINE_NAMES: tuple[EngineName, ...] = ("cpp", "celpy")
 
-CONTEXT_NAMES: tuple[str, ...] = ("pod", "node", "metrics", "allocatable", "requests", "variables", "now")
+CONTEXT_NAMES: tuple[str, ...] = (
+    "pod",
+    "node",
+    "metrics",
+    "allocatable",
+    "requests",
+    "variables",
+    "now",
+    "allocated",
+    "pods",
+    "recent",
+    "namespaceObject",
+)
 """Every name an expression may read (DESIGN.md §1)."""
 
 

@@ -33,6 +33,10 @@ STRING_DEFAULT = 4096
 """A string field Kubernetes sets no limit for (an image, an environment value): rulesched's assumption."""
 LIST_DEFAULT = 128
 """A list or map Kubernetes sets no maxItems for (containers, taints, labels): rulesched's assumption."""
+PODS_PER_NODE = 250
+"""`pods`: the kubelet's `maxPods` is 110 by default, 250 on the largest managed nodes."""
+VIEW_ANNOTATION_CHARS = 1024
+"""Annotations kept in the views of `pods` and `namespaceObject` (`rules.context.ANNOTATION_MAX_CHARS`)."""
 STRING_FACTOR = 0.1
 """cel-go's StringTraversalCostFactor."""
 REGEX_FACTOR = 0.25
@@ -100,6 +104,24 @@ INPUTS: Mapping[str, Shape] = {
     "allocatable": _NUMBERS,
     "requests": _NUMBERS,
     "now": SCALAR,
+    "allocated": _NUMBERS,
+    "recent": _object(count=SCALAR, requests=_NUMBERS),
+    "pods": Shape(
+        size=PODS_PER_NODE,
+        item=_object(
+            metadata=_object(
+                name=_string(253),
+                namespace=_string(63),
+                uid=_string(36),
+                labels=_LABELS,
+                annotations=_map(_string(VIEW_ANNOTATION_CHARS)),
+            ),
+            requests=_NUMBERS,
+        ),
+    ),
+    "namespaceObject": _object(
+        metadata=_object(name=_string(63), labels=_LABELS, annotations=_map(_string(VIEW_ANNOTATION_CHARS)))
+    ),
 }
 """The sizes assumed for the context names (docs/rules/cost.md)."""
 

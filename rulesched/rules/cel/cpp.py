@@ -42,6 +42,10 @@ def _declarations() -> dict[str, cel.Type]:
         "requests": numbers,
         "variables": cel.Type.DYN,
         "now": cel.Type.TIMESTAMP,
+        "allocated": numbers,
+        "pods": cel.Type.DYN,
+        "recent": cel.Type.DYN,
+        "namespaceObject": cel.Type.DYN,
     }
 
 
