@@ -20,12 +20,14 @@ from cel_expr_python.ext import ext_bindings, ext_math, ext_optional, ext_string
 
 from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
 from rulesched.rules.cel.library import OVERLOADS, TypeName
+from rulesched.rules.cel.literals import check_literals
 
 _TYPES: dict[TypeName, cel.Type] = {
     "string": cel.Type.STRING,
     "int": cel.Type.INT,
     "double": cel.Type.DOUBLE,
     "bool": cel.Type.BOOL,
+    "list_string": cel.Type.List(cel.Type.STRING),
 }
 _POSITION = re.compile(r"<input>:(\d+):(\d+): ([^\n]*)")
 
@@ -180,6 +182,7 @@ class CppEngine(Engine):
             checked = self._env.compile(source)
         except RuntimeError as error:
             raise _compile_error(error) from error
+        check_literals(source)
         result_type = _type_name(checked.return_type())
         text = source
         if variables:
