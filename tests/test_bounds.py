@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from rulesched.cli import main
-from rulesched.rules.cel import CelEvalError, Limits, make_engine
+from rulesched.rules.cel import CelEvalError, EngineName, Limits, make_engine
 from rulesched.rules.cel.cost import estimate
 from rulesched.rules.errors import RulesLoadFailed
 from rulesched.settings import Settings
@@ -115,7 +115,7 @@ def test_a_list_built_past_the_size_budget_is_an_error_on_celpy() -> None:
 
 @pytest.mark.parametrize("engine_name", ["cpp", "celpy"])
 @pytest.mark.parametrize("function", ["matches", "find", "findAll"])
-def test_a_catastrophic_regex_is_linear(engine_name: str, function: str) -> None:
+def test_a_catastrophic_regex_is_linear(engine_name: EngineName, function: str) -> None:
     """Every regex function is RE2 on both engines: a pattern that backtracks exponentially in Python's `re`
     (over 30 characters: hours) answers at once."""
     engine = make_engine(engine_name)
