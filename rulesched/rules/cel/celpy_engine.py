@@ -45,7 +45,6 @@ _RESULT: dict[TypeName, Callable[[Any], Any]] = {
     "double": celtypes.DoubleType,
     "bool": celtypes.BoolType,
     "list_string": lambda found: celtypes.ListType([celtypes.StringType(s) for s in found]),
-    "dyn": lambda value: convert(value),
 }
 _ARGUMENT: dict[TypeName, tuple[type, ...]] = {
     "string": (str,),  # celpy's string concatenation gives a plain str
@@ -53,8 +52,6 @@ _ARGUMENT: dict[TypeName, tuple[type, ...]] = {
     "double": (celtypes.DoubleType,),
     "bool": (celtypes.BoolType,),
     "list_string": (celtypes.ListType,),
-    "list": (celtypes.ListType,),
-    "dyn": (object,),
 }
 _BASE = celpy.evaluation.base_functions
 
@@ -114,46 +111,11 @@ def _library_function(overloads: Sequence[Overload]) -> Callable[..., Any]:
                 isinstance(a, _ARGUMENT[p]) for a, p in zip(args, overload.parameters, strict=True)
             ):
                 try:
-                    return _RESULT[overload.result](overload.impl(*map(_plain_list, args)))
+                    return _RESULT[overload.result](overload.impl(*args))
                 except (ValueError, ArithmeticError) as error:
                     return celpy.evaluation.CELEvalError(str(error))
         kinds = ", ".join(type(a).__name__ for a in args)
         return celpy.evaluation.CELEvalError(f"no matching overload for '{overloads[0].function}' ({kinds})")
-
-    return call
-
-
-def _plain_list(value: Any) -> Any:
-    return plain(value) if isinstance(value, celtypes.ListType) else value
-
-
-class _Namespace:
-    """What a namespace's name (`sets` in `sets.contains(a, b)`) evaluates to on celpy, which has no
-    qualified function names: the call becomes `contains(<sets>, a, b)`, and the function, seeing the
-    namespace first, runs the namespaced one."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-NAMESPACES = {"sets": _Namespace("sets")}
-
-
-def _namespaced(name: str, functions: Mapping[str, Callable[..., Any]]) -> Callable[..., Any]:
-    base = _BASE.get(name)
-
-    def call(*args: Any) -> Any:
-        if args and isinstance(args[0], _Namespace):
-            qualified = functions.get(f"{args[0].name}.{name}")
-            if qualified is None:
-                return celpy.evaluation.CELEvalError(f"undeclared reference to '{args[0].name}.{name}'")
-            return qualified(*args[1:])
-        if base is None:
-            return celpy.evaluation.CELEvalError(f"undeclared reference to '{name}'")
-        return base(*args)
 
     return call
 
@@ -179,9 +141,6 @@ def _functions() -> dict[str, Callable[..., Any]]:
     quiet = Overload("matches", "matches", ("string", "string"), "bool", True, matches)
     functions["matches"] = _library_function([quiet])
     functions.update(_strings())
-    for qualified in [name for name in functions if "." in name]:
-        function = qualified.split(".", 1)[1]
-        functions[function] = _namespaced(function, functions)
     return functions
 
 
@@ -238,11 +197,8 @@ class CelpyProgram(Program):
         runner: celpy.Runner,
         variables: Sequence[tuple[str, celpy.Runner]],
         limits: Limits,
-        namespaces: Mapping[str, Any] | None = None,
     ) -> None:
         self._limits = limits
-        self._namespaces = namespaces or {}
-        """The namespaces the expression names (`sets`), bound in every evaluation."""
         self.source = source
         self.result_type = result_type
         self._runner = runner
@@ -252,8 +208,6 @@ class CelpyProgram(Program):
         return _BoundProgram(self, {name: convert(value) for name, value in values.items()})
 
     def evaluate(self, bindings: Any) -> Any:
-        if self._namespaces:
-            bindings = {**bindings, **self._namespaces}
         if self._variables:
             bindings = {**bindings}
             bindings["variables"] = _LazyVariables(self._variables, bindings)
@@ -408,9 +362,7 @@ class CelpyEngine(Engine):
         result_type = self._checker.compile(source).result_type if self._checker else "dyn"
         check_literals(source)
         runners = [(v.name, self._program(v.expression)) for v in variables]
-        named = set().union(*(_identifiers(self._env.compile(t)) for t in [source, *(v.expression for v in variables)]))
-        namespaces = {n: v for n, v in NAMESPACES.items() if n in named}
-        return CelpyProgram(source, result_type, self._program(source), runners, self.limits, namespaces)
+        return CelpyProgram(source, result_type, self._program(source), runners, self.limits)
 
     def _program(self, source: str) -> celpy.Runner:
         try:
@@ -432,11 +384,6 @@ class CelpyEngine(Engine):
 
 
 _MACROS = frozenset({"has", "all", "exists", "exists_one", "map", "filter", "dyn"})
-
-
-def _identifiers(tree: lark.Tree[Any]) -> set[str]:
-    """The plain identifiers `tree` names (`sets` in `sets.contains(a, b)`)."""
-    return {str(node.children[0]) for node in tree.iter_subtrees() if node.data == "ident"}
 
 
 def _called(tree: lark.Tree[Any]) -> set[str]:

@@ -29,8 +29,6 @@ _TYPES: dict[TypeName, cel.Type] = {
     "double": cel.Type.DOUBLE,
     "bool": cel.Type.BOOL,
     "list_string": cel.Type.List(cel.Type.STRING),
-    "list": cel.Type.List(cel.Type.DYN),
-    "dyn": cel.Type.DYN,
 }
 _POSITION = re.compile(r"<input>:(\d+):(\d+): ([^\n]*)")
 _CROSS_NUMERIC = re.compile(

@@ -4,8 +4,7 @@ A quantity is carried as its canonical decimal string (`quantity('1000m') == qua
 both engines represent it the same way and equality compares values. The member functions follow
 the Kubernetes quantity library: `isLessThan`, `isGreaterThan`, `compareTo`, `add`, `sub`,
 `asApproximateFloat`, `asInteger`, `isInteger`, `sign`; plus `isQuantity()` and the Kubernetes regex
-library, `find()` and `findAll()`; the Kubernetes lists library's `isSorted()`, `sum()`, `min()`,
-`max()` and the sets library's `sets.contains()`, `sets.equivalent()`, `sets.intersects()`.
+library, `find()` and `findAll()`.
 
 Regular expressions have RE2 semantics on both engines (as `matches()` has in cel-cpp and cel-go): the
 `google-re2` package matches in time linear in the text, whatever the pattern, and refuses what RE2
@@ -15,7 +14,6 @@ cannot make a rule take seconds.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -26,7 +24,7 @@ import re2
 
 from rulesched.rules.quantity import QuantityError, canonical, parse_quantity
 
-TypeName = Literal["string", "int", "double", "bool", "list_string", "list", "dyn"]
+TypeName = Literal["string", "int", "double", "bool", "list_string"]
 
 _INT64_MAX = 2**63 - 1
 
@@ -153,73 +151,6 @@ def find_all_limit(text: str, pattern: str, limit: int) -> list[str]:
     return found
 
 
-class NoOverloadError(ValueError):
-    """Values of a kind the function has no overload for (CEL's "no such overload")."""
-
-
-def _comparable(items: list[Any]) -> list[Any]:
-    """`items`, when they can be ordered (numbers, strings, bools, times, of one kind)."""
-    if any(item is None or isinstance(item, (list, dict)) for item in items):
-        raise NoOverloadError("no such overload: the list's elements cannot be ordered")
-    kinds = {_kind(item) for item in items}
-    if len(kinds) > 1:
-        raise NoOverloadError(f"no such overload: the list mixes {', '.join(sorted(kinds))}")
-    return items
-
-
-def _kind(item: Any) -> str:
-    if isinstance(item, bool):
-        return "bool"
-    return "number" if isinstance(item, (int, float)) else type(item).__name__
-
-
-def is_sorted(items: list[Any]) -> bool:
-    """Kubernetes' `list.isSorted()`: each element is no greater than the next."""
-    items = _comparable(items)
-    return all(a <= b for a, b in itertools.pairwise(items))
-
-
-def list_sum(items: list[Any]) -> Any:
-    """Kubernetes' `list.sum()` over ints or doubles (0 for an empty list); ints must not overflow."""
-    if any(isinstance(item, bool) or not isinstance(item, (int, float)) for item in items):
-        raise NoOverloadError("no such overload: sum() adds ints or doubles")
-    if {type(item) for item in items} == {int, float}:
-        raise NoOverloadError("no such overload: sum() of a list mixing int and double")
-    total = sum(items)
-    if isinstance(total, int) and not -(2**63) <= total <= _INT64_MAX:
-        raise OverflowError("integer overflow in sum()")
-    return total
-
-
-def list_min(items: list[Any]) -> Any:
-    """Kubernetes' `list.min()`: the least element; an error for an empty list."""
-    if not items:
-        raise NoOverloadError("min() called on an empty list")
-    return min(_comparable(items))
-
-
-def list_max(items: list[Any]) -> Any:
-    """Kubernetes' `list.max()`: the greatest element; an error for an empty list."""
-    if not items:
-        raise NoOverloadError("max() called on an empty list")
-    return max(_comparable(items))
-
-
-def sets_contains(items: list[Any], wanted: list[Any]) -> bool:
-    """`sets.contains(a, b)`: every element of b is in a (CEL equality: 1 == 1.0)."""
-    return all(element in items for element in wanted)
-
-
-def sets_equivalent(left: list[Any], right: list[Any]) -> bool:
-    """`sets.equivalent(a, b)`: a and b hold the same elements, whatever their order and repetitions."""
-    return sets_contains(left, right) and sets_contains(right, left)
-
-
-def sets_intersects(left: list[Any], right: list[Any]) -> bool:
-    """`sets.intersects(a, b)`: a and b share at least one element."""
-    return any(element in left for element in right)
-
-
 OVERLOADS: tuple[Overload, ...] = (
     Overload("quantity", "quantity_string", ("string",), "string", False, quantity),
     Overload("isQuantity", "is_quantity_string", ("string",), "bool", False, is_quantity),
@@ -237,11 +168,4 @@ OVERLOADS: tuple[Overload, ...] = (
     Overload("find", "string_find", ("string", "string"), "string", True, find),
     Overload("findAll", "string_find_all", ("string", "string"), "list_string", True, find_all),
     Overload("findAll", "string_find_all_n", ("string", "string", "int"), "list_string", True, find_all_limit),
-    Overload("isSorted", "list_is_sorted", ("list",), "bool", True, is_sorted),
-    Overload("sum", "list_sum", ("list",), "dyn", True, list_sum),
-    Overload("min", "list_min", ("list",), "dyn", True, list_min),
-    Overload("max", "list_max", ("list",), "dyn", True, list_max),
-    Overload("sets.contains", "sets_contains", ("list", "list"), "bool", False, sets_contains),
-    Overload("sets.equivalent", "sets_equivalent", ("list", "list"), "bool", False, sets_equivalent),
-    Overload("sets.intersects", "sets_intersects", ("list", "list"), "bool", False, sets_intersects),
 )
