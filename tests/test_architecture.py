@@ -28,7 +28,6 @@ OWNERS = {
     "cel_expr_python": ("rulesched.rules.cel",),
     "celpy": ("rulesched.rules.cel",),
     "lark": ("rulesched.rules.cel",),
-    "re2": ("rulesched.rules.cel",),
     "kubernetes": ("rulesched.cluster",),
     "starlette": ("rulesched.extender",),
     "uvicorn": ("rulesched.extender",),

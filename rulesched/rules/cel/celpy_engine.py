@@ -35,8 +35,7 @@ from rulesched.rules.cel import (
     VariableSource,
     past_deadline,
 )
-from rulesched.rules.cel.library import OVERLOADS, Overload, TypeName, matches
-from rulesched.rules.cel.literals import check_literals
+from rulesched.rules.cel.library import OVERLOADS, Overload, TypeName
 
 _NUMBERS = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
 _RESULT: dict[TypeName, Callable[[Any], Any]] = {
@@ -44,14 +43,12 @@ _RESULT: dict[TypeName, Callable[[Any], Any]] = {
     "int": celtypes.IntType,
     "double": celtypes.DoubleType,
     "bool": celtypes.BoolType,
-    "list_string": lambda found: celtypes.ListType([celtypes.StringType(s) for s in found]),
 }
 _ARGUMENT: dict[TypeName, tuple[type, ...]] = {
-    "string": (str,),  # celpy's string concatenation gives a plain str
+    "string": (celtypes.StringType,),
     "int": (celtypes.IntType,),
     "double": (celtypes.DoubleType,),
     "bool": (celtypes.BoolType,),
-    "list_string": (celtypes.ListType,),
 }
 _BASE = celpy.evaluation.base_functions
 
@@ -137,9 +134,6 @@ def _functions() -> dict[str, Callable[..., Any]]:
     for overload in OVERLOADS:
         by_name.setdefault(overload.function, []).append(overload)
     functions.update({name: _library_function(group) for name, group in by_name.items()})
-    # celpy's own matches() is RE2 too, but logs refused patterns to stderr: ours reports them quietly.
-    quiet = Overload("matches", "matches", ("string", "string"), "bool", True, matches)
-    functions["matches"] = _library_function([quiet])
     functions.update(_strings())
     return functions
 
@@ -360,7 +354,6 @@ class CelpyEngine(Engine):
 
     def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
         result_type = self._checker.compile(source).result_type if self._checker else "dyn"
-        check_literals(source)
         runners = [(v.name, self._program(v.expression)) for v in variables]
         return CelpyProgram(source, result_type, self._program(source), runners, self.limits)
 

@@ -21,14 +21,12 @@ from cel_expr_python.ext import ext_bindings, ext_math, ext_optional, ext_string
 from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
 from rulesched.rules.cel.analysis import numbers_compared_as_dyn
 from rulesched.rules.cel.library import OVERLOADS, TypeName
-from rulesched.rules.cel.literals import check_literals
 
 _TYPES: dict[TypeName, cel.Type] = {
     "string": cel.Type.STRING,
     "int": cel.Type.INT,
     "double": cel.Type.DOUBLE,
     "bool": cel.Type.BOOL,
-    "list_string": cel.Type.List(cel.Type.STRING),
 }
 _POSITION = re.compile(r"<input>:(\d+):(\d+): ([^\n]*)")
 _CROSS_NUMERIC = re.compile(
@@ -183,7 +181,6 @@ class CppEngine(Engine):
 
     def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
         checked, text = self._checked(source)
-        check_literals(source)
         result_type = _type_name(checked.return_type())
         if variables:
             checked, text = self._checked(inline_variables(source, variables))
