@@ -101,6 +101,13 @@ TABLE: list[tuple[str, Any]] = [
     ("pod.metadata.name.matches('^web-[0-9]+$')", True),
     ("pod.metadata.namespace.contains('ho')", True),
     ("pod.metadata.name.find('[0-9]+')", "1"),
+    # cross-type numeric comparisons, as Kubernetes CEL has them (arithmetic still does not mix)
+    ("1 < 1.5", True),
+    ("1 == 1.0", True),
+    ("2.0 > 1 && 1u < 2.5 && 3 >= 3u", True),
+    ("pod.spec.priority >= 99.5", True),
+    ("[1, 2].all(x, x < 2.5)", True),
+    ("1 != 1.5", True),
     # quantity()
     ("quantity('1500m') == quantity('1.5')", True),
     ("quantity('1Gi').isGreaterThan(quantity('1G'))", True),
@@ -143,6 +150,16 @@ def test_conformance(engine: Engine, source: str, expected: Any) -> None:
 def test_variables_see_earlier_variables_on_both_engines(engine: Engine) -> None:
     variables = [VariableSource("cpu", "metrics.cpu.usage"), VariableSource("twice", "variables.cpu * 2.0")]
     assert run(engine, "variables.twice + variables.cpu", CONTEXT, variables) == 1.5
+
+
+def test_variables_compare_numbers_across_types_on_both_engines(engine: Engine) -> None:
+    variables = [VariableSource("small", "pod.spec.priority < 100.5")]
+    assert run(engine, "variables.small && allocatable.pods > 100", CONTEXT, variables) is True
+
+
+def test_comparing_a_string_with_a_number_is_still_a_type_error(engine: Engine) -> None:
+    with pytest.raises(CelCompileError, match="no matching overload for '_<_'"):
+        engine.compile("'a' < 1")
 
 
 def test_a_failing_variable_fails_the_expression_that_reads_it(engine: Engine) -> None:

@@ -118,6 +118,29 @@ def syntax_tree(source: str) -> lark.Tree[Any] | None:
     return _parse(source)
 
 
+_COMPARISONS = frozenset({"relation_lt", "relation_le", "relation_gt", "relation_ge", "relation_eq", "relation_ne"})
+
+
+def numbers_compared_as_dyn(source: str) -> str:
+    """`source` with both operands of every comparison wrapped in `dyn(…)`, so that a type checker
+    without cross-type numeric comparisons accepts `1 < 1.5` as Kubernetes CEL does (the value is
+    unchanged: `dyn` only hides the static type). `source` itself when it cannot be parsed."""
+    tree = _parse(source)
+    if tree is None:
+        return source
+    spans: list[tuple[int, int]] = []
+    for node in tree.iter_subtrees():
+        comparison = len(node.children) == 2 and getattr(node.children[0], "data", "") in _COMPARISONS
+        if node.data == "relation" and comparison:
+            left, right = node.children[0].children[0], node.children[1]
+            spans += [(left.meta.start_pos, left.meta.end_pos), (right.meta.start_pos, right.meta.end_pos)]
+    inserts = sorted([(start, "dyn(") for start, _ in spans] + [(end, ")") for _, end in spans], key=lambda i: i[0])
+    text = source
+    for position, piece in reversed(inserts):
+        text = text[:position] + piece + text[position:]
+    return text
+
+
 class _Tree:
     """A parsed expression with each node's parent, to walk up from an identifier."""
 

@@ -86,8 +86,8 @@ def _numeric_relation(operator: str, compare: Callable[[Any, Any], bool]) -> Cal
         if isinstance(right, celpy.evaluation.CELEvalError):
             return right
         left_kind, right_kind = _kind(left), _kind(right)
-        if left_kind and right_kind and left_kind != right_kind:
-            # celtypes refuse to compare int with double; Python compares them exactly.
+        if left_kind and right_kind and type(left) is not type(right):
+            # celtypes refuse to compare int, uint and double with each other; Python compares them exactly.
             return celtypes.BoolType(compare(plain(left), plain(right)))
         mixed = _scalar(left) and _scalar(right) and type(left) is not type(right)
         if operator in ("_==_", "_!=_") and mixed and not (left_kind and right_kind):

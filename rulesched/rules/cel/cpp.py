@@ -19,6 +19,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_math, ext_optional, ext_strings
 
 from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
+from rulesched.rules.cel.analysis import numbers_compared_as_dyn
 from rulesched.rules.cel.library import OVERLOADS, TypeName
 
 _TYPES: dict[TypeName, cel.Type] = {
@@ -28,6 +29,9 @@ _TYPES: dict[TypeName, cel.Type] = {
     "bool": cel.Type.BOOL,
 }
 _POSITION = re.compile(r"<input>:(\d+):(\d+): ([^\n]*)")
+_CROSS_NUMERIC = re.compile(
+    r"no matching overload for '_(?:<|<=|>|>=|==|!=)_' applied to '\((?:int|uint|double), (?:int|uint|double)\)'"
+)
 
 
 def _declarations() -> dict[str, cel.Type]:
@@ -208,19 +212,26 @@ class CppEngine(Engine):
         )
 
     def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
-        try:
-            checked = self._env.compile(source)
-        except RuntimeError as error:
-            raise _compile_error(error) from error
+        checked, text = self._checked(source)
         result_type = _type_name(checked.return_type())
-        text = source
         if variables:
-            text = inline_variables(source, variables)
-            try:
-                checked = self._env.compile(text)
-            except RuntimeError as error:
-                raise _compile_error(error) from error
+            checked, text = self._checked(inline_variables(source, variables))
         return CppProgram(source, result_type, checked, text, self._env)
+
+    def _checked(self, text: str) -> tuple[cel.Expression, str]:
+        """`text` parsed and checked, and the text that was: Kubernetes CEL compares int, uint and double
+        by value (`1 < 1.5`), as cel-cpp's runtime does but not its checker, so an expression refused for
+        that alone is checked again with the compared operands as `dyn` (values unchanged)."""
+        try:
+            return self._env.compile(text), text
+        except RuntimeError as error:
+            if not _CROSS_NUMERIC.search(str(error)):
+                raise _compile_error(error) from error
+            wrapped = numbers_compared_as_dyn(text)
+            try:
+                return self._env.compile(wrapped), wrapped
+            except RuntimeError:
+                raise _compile_error(error) from error
 
     def convert(self, value: Any) -> Any:
         # The activation converts lazily and caches inside itself; there is nothing to do ahead.
