@@ -73,13 +73,11 @@ def test_module_respects_the_layers_and_library_owners(module: str, path: Path) 
             assert module.startswith(owners), f"{module} imports {library}, owned by {', '.join(owners)}"
 
 
-def test_the_fast_engine_only_evaluates_in_production() -> None:
-    """Until issue #17 item 4 lands, the fast engine still takes shared semantics and a fallback from the
-    reference evaluation; the reference must become the test oracle only. This records it for that change."""
-    engine = imports(PACKAGE / "rules" / "engine.py")
-    if "rulesched.rules.reference" in engine:
-        pytest.xfail("rules/engine.py still imports rules/reference.py (issue #17 item 4)")
-    assert "rulesched.rules.reference" not in engine
+def test_the_reference_evaluation_is_the_tests_oracle_only() -> None:
+    """The fast engine shares the semantics module with the reference evaluation and never falls back on
+    it; nothing in the package evaluates requests with the reference."""
+    users = [m for m, p in MODULES if any(i.startswith("rulesched.rules.reference") for i in imports(p))]
+    assert users == []
 
 
 def test_the_layer_check_sees_a_forbidden_import(tmp_path: Path) -> None:

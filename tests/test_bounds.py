@@ -195,7 +195,7 @@ def test_a_call_the_caches_answer_needs_no_evaluation_and_gets_the_same_answer(t
 
 def test_a_message_expression_cannot_make_an_answer_of_megabytes(tmp_path: Path) -> None:
     from rulesched.rules.engine import evaluate
-    from rulesched.rules.reference import MESSAGE_MAX
+    from rulesched.rules.semantics import MESSAGE_MAX
 
     spec = f"""
 filters:

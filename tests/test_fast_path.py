@@ -275,13 +275,15 @@ def test_fast_path_decides_as_the_reference_over_many_nodes(tmp_path: Path, engi
     assert run_calls(tmp_path, engine_named(engine_name), seed, 15, size=60) == 15
 
 
-def test_repeated_node_names_are_decided_as_the_reference(tmp_path: Path) -> None:
+def test_repeated_node_names_are_evaluated_once_as_by_the_reference(tmp_path: Path) -> None:
     engine = engine_named("cpp")
     book = load(tmp_path, engine, random_rule_sets(random.Random(3)), 1)
     node = node_context(random_node(random.Random(1), 1, 7), None, now=NOW)
+    other = node_context(random_node(random.Random(1), 2, 7), None, now=NOW)
     pod = workload_pod(random.Random(2), 1, 1)
-    fast = evaluate(book, pod, [node, node], now=NOW)
-    assert fast.as_dict() == reference.evaluate(book, pod, [node, node], now=NOW).as_dict()
+    fast = evaluate(book, pod, [node, other, node], now=NOW)
+    assert fast.as_dict() == reference.evaluate(book, pod, [node, other, node], now=NOW).as_dict()
+    assert fast.as_dict() == evaluate(book, pod, [node, other], now=NOW).as_dict()
 
 
 LABELS = ("metadata", "labels")

@@ -1,9 +1,10 @@
 """The evaluation engine: a RuleBook, a pod and candidate nodes in; a Decision out. No I/O.
 
-Semantics (DESIGN.md §1) are those of `rulesched.rules.reference`, which this engine is tested
-against: the same Decision, computed with the caches of `rulesched.rules.plan` (DESIGN.md §4). A
-request for node-only rules is lookups; per-pod rules run once per pod key and node, over cached
-per-node engine values, each rule over all the nodes that miss in one engine call.
+Semantics (DESIGN.md §1) are those of `rulesched.rules.semantics`, shared with the plain evaluation of
+`rulesched.rules.reference`, which this engine is tested against and never falls back on: the same
+Decision, computed with the caches of `rulesched.rules.plan` (DESIGN.md §4). A request for node-only
+rules is lookups; per-pod rules run once per pod key and node, over cached per-node engine values, each
+rule over all the nodes that miss in one engine call.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
-from rulesched.rules import reference
+from rulesched.rules import semantics
 from rulesched.rules.book import CompiledFilter, CompiledScore, RuleBook
 from rulesched.rules.cel import Program
 from rulesched.rules.cel import deadline as cel_deadline
@@ -40,7 +41,7 @@ from rulesched.rules.plan import (
     work,
 )
 
-MAX_SCORE = reference.MAX_SCORE
+MAX_SCORE = semantics.MAX_SCORE
 
 
 class FilterOutcome(NamedTuple):
@@ -108,10 +109,20 @@ def _evaluate(
         verdicts = [NodeDecision(n.name) for n in nodes]
     decision.nodes = {v.name: v for v in verdicts}
     if len(decision.nodes) != len(nodes):
-        # Repeated names share one NodeDecision; kube-scheduler never sends them, the reference copes.
+        # A repeated name (kube-scheduler never sends one; the extender answers 400) is evaluated once, as
+        # its first occurrence: checked after the fact, so that the usual request pays nothing for it.
         work()
-        return reference.evaluate(
-            book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores, namespace=namespace
+        distinct: dict[str, NodeContext] = {}
+        for node in nodes:
+            distinct.setdefault(node.name, node)
+        return _evaluate(
+            book,
+            pod,
+            list(distinct.values()),
+            now=now,
+            run_filters=run_filters,
+            run_scores=run_scores,
+            namespace=namespace,
         )
     if run_filters and run_scores:
         work()
@@ -140,7 +151,7 @@ def _applying(plan: Plan, request: PodRequest, decision: Decision) -> list[int]:
         engine = plan.book.engine
         shared = {name: engine.convert(value) for name, value in request.values.items()}
         probe = Decision(generation=0, applied=[], nodes={})
-        indices = [i for i, rs in enumerate(plan.book.rule_sets) if reference.applies(rs, engine, shared, probe)]
+        indices = [i for i, rs in enumerate(plan.book.rule_sets) if semantics.applies(rs, engine, shared, probe)]
         found = remember(plan.applying, key, (indices, probe.errors), APPLYING_KEPT)
     indices, errors = found
     decision.errors.extend(errors)
@@ -197,14 +208,14 @@ def _filter_outcomes(
             key = id(binding) if (message_program or compiled.message_program) is not None else 0
             outcome = failed.get(key)
             if outcome is None:
-                message = reference.filter_message(compiled, binding, message_program)
+                message = semantics.filter_message(compiled, binding, message_program)
                 outcome = shared.get(message)
                 if outcome is None:
                     outcome = shared[message] = plan.interned(_plain_outcome(rule, compiled, message))
                 failed[key] = outcome
             outcomes.append(outcome)
         else:
-            error = reference.not_bool(result)
+            error = semantics.not_bool(result)
             assert error is not None
             errored = FilterResult(rule.rule_set, compiled.name, "error", compiled.enforce, error=error)
             reason = f"rule {rule.rule_set}/{compiled.name} could not be evaluated"
@@ -224,7 +235,7 @@ def _plain_outcome(rule: Rule, compiled: CompiledFilter, message: str | None) ->
 
 
 def _score_outcome(result: Any) -> ScoreOutcome:
-    error = reference.not_number(result)
+    error = semantics.not_number(result)
     return ScoreOutcome(None if error else float(result), error)
 
 
@@ -331,7 +342,7 @@ def _verdict(plan: Plan, rules: Sequence[Rule], name: str, outcomes: Sequence[Fi
         verdict.filters.append(outcome.result)
         if outcome.reason is not None:
             assert isinstance(rule.compiled, CompiledFilter)
-            reference.reject(verdict, outcome.reason, rule.compiled.resolvable)
+            semantics.reject(verdict, outcome.reason, rule.compiled.resolvable)
         if outcome.error is not None:
             errors.append((rule.position, outcome.error))
     failed = frozenset((f.rule_set, f.rule, f.enforce) for f in verdict.filters if f.outcome == "fail")
@@ -473,11 +484,11 @@ _IS_KNOWN = functools.partial(operator.is_not, None)
 
 
 def _normalized(raws: Sequence[float | None], how: str, known: tuple[float, float] | None) -> list[float]:
-    """`reference.normalize` with the candidates' range given, so that a subset of them can be scored."""
+    """`semantics.normalize` with the candidates' range given, so that a subset of them can be scored."""
     if how == "Clamp" or known is None:
-        return reference.normalize(raws, how)
+        return semantics.normalize(raws, how)
     low, high = known
-    return reference.normalize([*raws, low, high], how)[: len(raws)]
+    return semantics.normalize([*raws, low, high], how)[: len(raws)]
 
 
 def _score(
@@ -505,7 +516,7 @@ def _score(
         )
         raws = [o.raw for o in outcomes]
         if ranges is None:
-            normalized = reference.normalize(raws, compiled.normalize)
+            normalized = semantics.normalize(raws, compiled.normalize)
         else:
             normalized = _normalized(raws, compiled.normalize, ranges[index])
         for verdict, outcome, value in zip(verdicts, outcomes, normalized, strict=True):
@@ -522,7 +533,7 @@ def _score(
             verdict.score = 0
         return
     for verdict, total in zip(verdicts, totals, strict=True):
-        # reference.round_score, inlined: it runs for every candidate of every prioritize call.
+        # semantics.round_score, inlined: it runs for every candidate of every prioritize call.
         verdict.score = min(MAX_SCORE, max(0, math.floor(round(total / weights, 9) + 0.5)))
 
 
