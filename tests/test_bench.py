@@ -133,3 +133,18 @@ def test_burst_scenario_runs_and_spreads(tmp_path: Path) -> None:
     assert results[("founding (usage + recent)", False)]["nodes_used"] == 1
     assert results[("founding (usage + recent)", True)]["nodes_used"] > 1
     assert results[("founding + recent + pods spread", True)]["most_on_one_node"] <= 3
+
+
+def test_stage_profile_reports_every_stage_of_both_verbs() -> None:
+    script = str(ROOT / "bench" / "stages.py")
+    command = [sys.executable, script, "--size", "50", "--count", "3", "--rules", "pod-dependent", "--pods", "new"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    rows = [line.split("|")[1].strip() for line in finished.stdout.splitlines()[2:]]
+    stages = [
+        f"{verb}/{stage}"
+        for verb in ("filter", "prioritize")
+        for stage in ("decode", "candidates", "evaluate", "encode")
+    ]
+    assert rows == [*stages, "in process, filter + prioritize"]

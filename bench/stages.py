@@ -1,0 +1,114 @@
+"""Where the time of one names-mode request goes, stage by stage, in process.
+
+Usage: `python bench/stages.py [--size 1000] [--rules founding|pod-dependent] [--pods replica|new] [--count 300]`
+
+Builds the real server (`rulesched.extender.server.build`, the benchmark's seeded nodes, metrics and rule
+set, as files) and times, for filter and for prioritize, the stages a request goes through after its
+body has arrived: decoding and checking the body (`wire.ExtenderArgs.parse`), finding the candidates'
+node contexts (`NodeContexts.for_names`), evaluating the rules (`engine.evaluate`: memo lookups for a
+replica, evaluations for a new pod) and encoding the answer. What is left of a request's latency, the
+HTTP server and the framework, is what `bench/http_floor.py` measures. Medians in microseconds over
+`--count` pods (bounded: at most 60 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from bench.run import request_body, write_inputs  # noqa: E402
+from bench.workload import make_workload  # noqa: E402
+from rulesched.extender import wire  # noqa: E402
+from rulesched.extender.server import build  # noqa: E402
+from rulesched.rules.engine import evaluate  # noqa: E402
+from rulesched.settings import Settings  # noqa: E402
+
+STAGES = ("decode", "candidates", "evaluate", "encode")
+
+
+def timed(samples: dict[str, list[float]], stage: str, call: Callable[[], Any]) -> Any:
+    started = time.perf_counter()
+    result = call()
+    samples[stage].append((time.perf_counter() - started) * 1e6)
+    return result
+
+
+def one_verb(extender: Any, body: bytes, verb: str, samples: dict[str, list[float]]) -> list[str]:
+    """Run `verb`'s stages for one request body; the names that passed (filter) or were scored."""
+    limit = extender.settings.max_candidates
+    args = timed(samples, "decode", lambda: wire.ExtenderArgs.parse(body, limit))
+    contexts, _ = timed(samples, "candidates", lambda: extender.contexts.for_names(args.node_names))
+    book = extender.book()
+    namespace = extender.namespace(args.pod)
+    filters = verb == "filter"
+    decision = timed(
+        samples,
+        "evaluate",
+        lambda: evaluate(book, args.pod, contexts, run_filters=filters, run_scores=not filters, namespace=namespace),
+    )
+    if filters:
+        failed = {n.name: n.reason or "" for n in decision.nodes.values() if not n.passed}
+        timed(samples, "encode", lambda: orjson.dumps(wire.filter_result(None, decision.passed, {}, failed)))
+        passed: list[str] = decision.passed
+        return passed
+    answer = [{"Host": name, "Score": node.score or 0} for name, node in decision.nodes.items()]
+    timed(samples, "encode", lambda: orjson.dumps(answer))
+    return list(decision.nodes)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Where a names-mode request's time goes, stage by stage.")
+    parser.add_argument("--size", type=int, default=1000)
+    parser.add_argument("--rules", choices=("founding", "pod-dependent"), default="founding")
+    parser.add_argument("--pods", choices=("replica", "new"), default="replica")
+    parser.add_argument("--count", type=int, default=300)
+    args = parser.parse_args(argv)
+    workload = make_workload(args.size)
+    pods = workload.pods(args.count + 20, replicas=args.pods == "replica")
+    samples: dict[str, list[float]] = {f"{v}/{s}": [] for v in ("filter", "prioritize") for s in STAGES}
+    with tempfile.TemporaryDirectory(prefix="rulesched-stages-") as directory:
+        files = Path(directory)
+        write_inputs(workload, files)
+        settings = Settings(
+            rules_dir=files / f"rules-{args.rules}",
+            nodes_file=files / "nodes.json",
+            metrics_file=files / "metrics.json",
+            cluster="off",
+        )
+        extender = build(settings).app.state.extender
+        deadline = time.monotonic() + 60
+        for index, pod in enumerate(pods):
+            if time.monotonic() > deadline:
+                break
+            verb_samples: dict[str, dict[str, list[float]]] = {
+                v: {s: [] for s in STAGES} for v in ("filter", "prioritize")
+            }
+            passed = one_verb(extender, request_body(pod, workload.nodes, "names"), "filter", verb_samples["filter"])
+            chosen = [n for n in workload.nodes if n["metadata"]["name"] in set(passed)]
+            one_verb(extender, request_body(pod, chosen, "names"), "prioritize", verb_samples["prioritize"])
+            if index >= 20:  # warm-up: the first pods fill the caches
+                for verb, found in verb_samples.items():
+                    for stage, values in found.items():
+                        samples[f"{verb}/{stage}"].extend(values)
+    print(f"| stage ({args.size} names, {args.rules}, {args.pods} pods) | p50 µs |")
+    print("|---|---:|")
+    for name, values in samples.items():
+        print(f"| {name} | {statistics.median(values):.0f} |")
+    total = sum(statistics.median(v) for v in samples.values())
+    print(f"| in process, filter + prioritize | {total:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
