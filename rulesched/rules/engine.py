@@ -33,9 +33,7 @@ from rulesched.rules.plan import (
     Plan,
     PodRequest,
     Rule,
-    forget,
     node_bindings,
-    plan_for,
     projection,
     remember,
     work,
@@ -80,7 +78,7 @@ def evaluate(
         )
     if expiry.expired:
         decision.deadline_exceeded = True
-        forget(book)
+        book.plan.reset()
     return decision
 
 
@@ -95,7 +93,7 @@ def _evaluate(
     namespace: Mapping[str, Any] | None,
 ) -> Decision:
     now = now or datetime.datetime.now(datetime.UTC)
-    plan = plan_for(book)
+    plan = book.plan
     request = plan.request(pod, now, namespace)
     decision = Decision(generation=book.generation, applied=[], nodes={})
     applying = _applying(plan, request, decision)
@@ -148,10 +146,10 @@ def _applying(plan: Plan, request: PodRequest, decision: Decision) -> list[int]:
     found = plan.applying.get(key)
     if found is None:
         work()
-        engine = plan.book.engine
+        engine = plan.engine
         shared = {name: engine.convert(value) for name, value in request.values.items()}
         probe = Decision(generation=0, applied=[], nodes={})
-        indices = [i for i, rs in enumerate(plan.book.rule_sets) if semantics.applies(rs, engine, shared, probe)]
+        indices = [i for i, rs in enumerate(plan.rule_sets) if semantics.applies(rs, engine, shared, probe)]
         found = remember(plan.applying, key, (indices, probe.errors), APPLYING_KEPT)
     indices, errors = found
     decision.errors.extend(errors)
@@ -256,8 +254,9 @@ def _filter(
     key = plan.key(tuple(applying), *(request.key_for(r.reads_now) for r in rules if r.per_pod))
     # The key holds the plan's token: a memo of another plan finds nothing under it.
     # Per node: the memo's last verdict if it is for this key, else the one kept under it, else None.
+    get = plan.memo_of.get
     found: list[Cached | None] = [
-        memo.filtered if (memo := node.memo or NO_MEMO).filter_key is key else memo.decisions.get(key) for node in nodes
+        memo.filtered if (memo := get(node, NO_MEMO)).filter_key is key else memo.decisions.get(key) for node in nodes
     ]
     if not all(found):  # `None in found` compares each tuple with None: slower
         work()
@@ -421,14 +420,14 @@ def _groups(rule: Rule, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo])
 
 def _pod_values(plan: Plan, request: PodRequest) -> dict[str, Any]:
     """The request's values (`pod`, `requests`, `now`) converted for the engine, once per call."""
-    engine = plan.book.engine
+    engine = plan.engine
     shared = {name: engine.convert(value) for name, value in request.values.items()}
     shared.setdefault("requests", engine.convert({}))
     return shared
 
 
 def _full_bindings(plan: Plan, shared: Mapping[str, Any], memo: NodeMemo) -> Any:
-    return plan.book.engine.bindings({**memo.values, **shared})
+    return plan.engine.bindings({**memo.values, **shared})
 
 
 def _copy(verdict: NodeDecision) -> NodeDecision:
