@@ -35,20 +35,22 @@ from rulesched.rules.cel import (
     VariableSource,
     past_deadline,
 )
-from rulesched.rules.cel.library import OVERLOADS, Overload, TypeName
+from rulesched.rules.cel.celpy_optional import OPTIONAL_FUNCTIONS, Optional
+from rulesched.rules.cel.libs import OVERLOADS
+from rulesched.rules.cel.libs.format import shortest
+from rulesched.rules.cel.library import Overload, TypeName
+from rulesched.rules.cel.rewrite import celpy_name, for_celpy, rewritten
 
 _NUMBERS = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
-_RESULT: dict[TypeName, Callable[[Any], Any]] = {
-    "string": celtypes.StringType,
-    "int": celtypes.IntType,
-    "double": celtypes.DoubleType,
-    "bool": celtypes.BoolType,
-}
 _ARGUMENT: dict[TypeName, tuple[type, ...]] = {
     "string": (celtypes.StringType,),
     "int": (celtypes.IntType,),
+    "uint": (celtypes.UintType,),
     "double": (celtypes.DoubleType,),
     "bool": (celtypes.BoolType,),
+    "list": (celtypes.ListType,),
+    "map": (celtypes.MapType,),
+    "any": (object,),
 }
 _BASE = celpy.evaluation.base_functions
 
@@ -98,18 +100,30 @@ def _numeric_relation(operator: str, compare: Callable[[Any, Any], bool]) -> Cal
     return apply
 
 
+def _accepts(overload: Overload, args: Sequence[Any]) -> bool:
+    if len(args) != len(overload.parameters):
+        return False
+    for value, parameter in zip(args, overload.parameters, strict=True):
+        if isinstance(value, (celtypes.BoolType, Optional)) and parameter not in ("bool", "any"):
+            return False  # celpy's bool is an int; an optional is no library value
+        if not isinstance(value, _ARGUMENT[parameter]):
+            return False
+    return True
+
+
 def _library_function(overloads: Sequence[Overload]) -> Callable[..., Any]:
+    """The overloads of one function as one celpy function: the first whose types fit is called with
+    plain values (as cel-cpp calls it), and its plain result converted back."""
+
     def call(*args: Any) -> Any:
         failed = next((a for a in args if isinstance(a, celpy.evaluation.CELEvalError)), None)
         if failed is not None:
             return failed
         for overload in overloads:
-            if len(args) == len(overload.parameters) and all(
-                isinstance(a, _ARGUMENT[p]) for a, p in zip(args, overload.parameters, strict=True)
-            ):
+            if _accepts(overload, args):
                 try:
-                    return _RESULT[overload.result](overload.impl(*args))
-                except (ValueError, ArithmeticError) as error:
+                    return convert(overload.impl(*(plain(a) for a in args)))
+                except (ValueError, ArithmeticError, TypeError) as error:
                     return celpy.evaluation.CELEvalError(str(error))
         kinds = ", ".join(type(a).__name__ for a in args)
         return celpy.evaluation.CELEvalError(f"no matching overload for '{overloads[0].function}' ({kinds})")
@@ -132,37 +146,17 @@ def _functions() -> dict[str, Callable[..., Any]]:
     functions.update({op: _numeric_relation(op, compare) for op, compare in relations.items()})
     by_name: dict[str, list[Overload]] = {}
     for overload in OVERLOADS:
-        by_name.setdefault(overload.function, []).append(overload)
+        by_name.setdefault(celpy_name(overload.function, overload.member), []).append(overload)
     functions.update({name: _library_function(group) for name, group in by_name.items()})
-    functions.update(_strings())
+    functions.update(OPTIONAL_FUNCTIONS)
+    functions["string"] = _to_string
     return functions
 
 
-def _strings() -> dict[str, Callable[..., Any]]:
-    """cel-go's string extensions (which cel-cpp has built in) for celpy."""
-    string, integer = celtypes.StringType, celtypes.IntType
-
-    def join(items: Any, separator: Any = "") -> Any:
-        return string(str(separator).join(str(i) for i in items))
-
-    return {
-        "lowerAscii": lambda s: string(s.lower()),
-        "upperAscii": lambda s: string(s.upper()),
-        "trim": lambda s: string(s.strip()),
-        "split": lambda s, sep: celtypes.ListType([string(p) for p in s.split(sep)]),
-        "indexOf": lambda s, sub: integer(s.find(sub)),
-        "lastIndexOf": lambda s, sub: integer(s.rfind(sub)),
-        "replace": lambda s, old, new: string(s.replace(old, new)),
-        "join": join,
-        "string": _to_string,
-    }
-
-
 def _to_string(value: Any) -> Any:
-    # cel-cpp writes doubles without a trailing ".0" (string(2.0) == "2"); celpy keeps it.
+    # cel-cpp writes doubles as Go's %g does (string(2.0) == "2", string(1e20) == "1e+20"); celpy uses repr.
     if isinstance(value, celtypes.DoubleType):
-        text = repr(float(value))
-        return celtypes.StringType(text[:-2] if text.endswith(".0") else text)
+        return celtypes.StringType(shortest(float(value)))
     return celtypes.StringType(value)
 
 
@@ -240,6 +234,8 @@ def convert(value: Any) -> Any:
     """A JSON-like value (or a datetime) as celpy values; what celpy cannot hold becomes an error value."""
     if isinstance(value, datetime.datetime):
         return celtypes.TimestampType(value)
+    if isinstance(value, datetime.timedelta):
+        return celtypes.DurationType(value)
     try:
         return celpy.adapter.json_to_cel(value)
     except (ValueError, TypeError, OverflowError):
@@ -272,6 +268,8 @@ def _careful(value: Any) -> Any:
         return celtypes.StringType(value)
     if value is None:
         return None
+    if isinstance(value, (datetime.datetime, datetime.timedelta)):
+        return convert(value)
     return celpy.evaluation.CELEvalError(f"a {type(value).__name__} is not a CEL value")
 
 
@@ -317,6 +315,14 @@ class _Evaluator(celpy.evaluation.Evaluator):
     def sub_evaluator(self, ast: lark.Tree[Any]) -> celpy.evaluation.Evaluator:
         return _Evaluator(ast, activation=self.activation)
 
+    def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
+        # celpy takes `min` and `reduce` for macros of its own; in Kubernetes CEL `min()` is the lists
+        # library's function (and `reduce` nothing), so they are method calls here.
+        if str(tree.children[1]) not in ("min", "reduce"):
+            return super().member_dot_arg(tree)
+        values = self.visit_children(tree)
+        return self.method_eval(values[0], values[1], *values[2:])
+
 
 class _MeteredRunner(celpy.InterpretedRunner):
     def evaluate(self, context: Any) -> Any:
@@ -359,7 +365,7 @@ class CelpyEngine(Engine):
 
     def _program(self, source: str) -> celpy.Runner:
         try:
-            tree = self._env.compile(source)
+            tree = self._env.compile(for_celpy(rewritten(source)))
         except celpy.celparser.CELParseError as error:
             message = str(error.args[0]) if error.args else str(error)
             raise CelCompileError(message.splitlines()[0], error.line, error.column) from error
@@ -377,14 +383,20 @@ class CelpyEngine(Engine):
 
 
 _MACROS = frozenset({"has", "all", "exists", "exists_one", "map", "filter", "dyn"})
+_NAMESPACES = frozenset({"cel", "math", "strings", "sets", "optional", "base64", "lists", "ip", "regex"})
 
 
 def _called(tree: lark.Tree[Any]) -> set[str]:
-    """The names of every function and method `tree` calls."""
+    """The names of every function and method `tree` calls (`math.greatest` with its namespace)."""
     names: set[str] = set()
     for node in tree.iter_subtrees():
         if node.data == "ident_arg":
             names.add(str(node.children[0]))
         elif node.data == "member_dot_arg":
-            names.add(str(node.children[1]))
+            receiver = node.children[0]
+            while isinstance(receiver, lark.Tree) and receiver.data in ("member", "primary"):
+                receiver = receiver.children[0]
+            namespace = str(receiver.children[0]) if isinstance(receiver, lark.Tree) and receiver.data == "ident" else ""
+            name = str(node.children[1])
+            names.add(f"{namespace}.{name}" if namespace in _NAMESPACES else name)
     return names
