@@ -35,10 +35,11 @@ from rulesched.rules.cel import (
     VariableSource,
     past_deadline,
 )
+from rulesched.rules.cel import dialect
 from rulesched.rules.cel.celpy_optional import OPTIONAL_FUNCTIONS, Optional
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.libs.format import shortest
-from rulesched.rules.cel.library import Overload, TypeName
+from rulesched.rules.cel.library import NOT_PLAIN, Overload, TypeName
 from rulesched.rules.cel.rewrite import celpy_name, for_celpy, rewritten
 
 _NUMBERS = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
@@ -149,8 +150,16 @@ def _functions() -> dict[str, Callable[..., Any]]:
         by_name.setdefault(celpy_name(overload.function, overload.member), []).append(overload)
     functions.update({name: _library_function(group) for name, group in by_name.items()})
     functions.update(OPTIONAL_FUNCTIONS)
+    functions["_[_]"] = _index
     functions["string"] = _to_string
     return functions
+
+
+def _index(container: Any, key: Any) -> Any:
+    # celpy passes an error index on to `getitem`, which loses its message (`l[rulesched_argmin(l)]`).
+    if isinstance(key, celpy.evaluation.CELEvalError):
+        return key
+    return _BASE["_[_]"](container, key)
 
 
 def _to_string(value: Any) -> Any:
@@ -174,6 +183,8 @@ def plain(value: Any) -> Any:
         return [plain(v) for v in value]
     if isinstance(value, celtypes.MapType):
         return {plain(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (Optional, celtypes.TypeType)):
+        raise CelEvalError(NOT_PLAIN)
     return value
 
 
@@ -206,6 +217,8 @@ class CelpyProgram(Program):
             message = str(error.args[0]) if error.args else str(error)
         except _BudgetExceededError as error:
             message = str(error)
+        except CelEvalError:
+            raise
         except RecursionError:
             message = "expression nested too deeply for the celpy engine"
         except Exception as error:  # nothing an expression does may escape (docs/rules/cost.md)
@@ -359,6 +372,7 @@ class CelpyEngine(Engine):
         self._checker = checker
 
     def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
+        dialect.check(source)
         result_type = self._checker.compile(source).result_type if self._checker else "dyn"
         runners = [(v.name, self._program(v.expression)) for v in variables]
         return CelpyProgram(source, result_type, self._program(source), runners, self.limits)

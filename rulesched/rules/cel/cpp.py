@@ -17,12 +17,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_bindings, ext_math, ext_optional
+from cel_expr_python.ext import ext_bindings, ext_optional
 
 from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
+from rulesched.rules.cel import dialect
 from rulesched.rules.cel.analysis import numbers_compared_as_dyn
 from rulesched.rules.cel.libs import OVERLOADS
-from rulesched.rules.cel.library import Overload, TypeName
+from rulesched.rules.cel.library import NOT_PLAIN, Overload, TypeName
 from rulesched.rules.cel.rewrite import rewritten
 
 _TYPES: dict[TypeName, cel.Type] = {
@@ -154,6 +155,20 @@ def _run_time_message(error: Exception) -> str:
     return text
 
 
+def _plain(result: cel.Value) -> Any:
+    try:
+        return result.plain_value()
+    except Exception:  # pybind11's "Unable to convert": an optional or a type, which have no plain form
+        raise CelEvalError(NOT_PLAIN) from None
+
+
+def _error_text(result: cel.Value) -> str:
+    try:
+        return str(result.value()).strip()
+    except Exception:  # an optional reports itself as an error whose value cannot be read
+        return NOT_PLAIN
+
+
 class CppProgram(Program):
     def __init__(self, source: str, result_type: str, expression: cel.Expression, text: str, env: cel.Env) -> None:
         self.source = source
@@ -179,8 +194,10 @@ class CppProgram(Program):
         try:
             result = self._expression.eval(bindings.activation())
             if result.type() != cel.Type.ERROR:
-                return result.plain_value()
-            message = str(result.value()).strip()
+                return _plain(result)
+            message = _STATUS.sub("", _error_text(result))
+        except CelEvalError:
+            raise
         except Exception as error:  # cel-cpp raises some run-time errors (budget, duplicate key)
             message = _run_time_message(error)
         # Raised outside the handler, so that it refers to no frame of this evaluation.
@@ -226,15 +243,16 @@ class CppEngine(Engine):
         self._env = cel.NewEnv(
             variables=_declarations(),
             functions=_functions(),
-            # cel-go's string extensions are the library's own (libs/strings.py), not cel-cpp's.
+            # cel-go's string extensions are the library's own (libs/strings.py), not cel-cpp's; its math
+            # extension is left out, as celpy has none (dialect.py refuses `math.*` on both engines).
             extensions=[
                 ext_optional.ExtOptional(),
                 ext_bindings.ExtBindings(),
-                ext_math.ExtMath(),
             ],
         )
 
     def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
+        dialect.check(source)
         checked, text = self._checked(rewritten(source))
         result_type = _type_name(checked.return_type())
         if variables:

@@ -21,6 +21,10 @@ TypeName = Literal["string", "int", "uint", "double", "bool", "list", "map", "an
 type), a result whose type the value decides (cel-cpp's `dyn`)."""
 
 
+NOT_PLAIN = "the result is an optional value or a type, which has no plain form: read it with .value() or .orValue(…)"
+"""The evaluation error of an expression whose result is not a plain value, on both engines."""
+
+
 class LibraryError(ValueError):
     """A library function refused its arguments; the message is the evaluation error both engines give."""
 

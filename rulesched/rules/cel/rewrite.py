@@ -2,7 +2,7 @@
 
 Each rewrite is exact (the same value and the same errors) and is made from the parse tree of
 `analysis` (positions of its nodes), never from patterns over the text:
-- for both engines, two-variable comprehensions (`m.all(k, v, p)`, `exists`, `existsOne`,
+- for both engines, `l.min()` and `l.max()` (libs/lists.py), and two-variable comprehensions (`m.all(k, v, p)`, `exists`, `existsOne`,
   `transformList`, `transformMap`, `transformMapEntry`), which neither engine has, become
   one-variable ones over `rulesched_keys(…)` (libs/comprehensions.py);
 - for celpy, namespaced library functions (`sets.contains(…)` → `sets__contains(…)`), a member
@@ -24,6 +24,7 @@ import lark
 from rulesched.rules.cel.analysis import syntax_tree
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.libs.comprehensions import ENTRIES, KEYS, ZIP
+from rulesched.rules.cel.libs.lists import ARGMAX, ARGMIN
 
 NAMESPACED = frozenset(o.function for o in OVERLOADS if "." in o.function) | frozenset(
     {"optional.of", "optional.none", "optional.ofNonZeroValue"}
@@ -92,7 +93,19 @@ def rewritten(source: str) -> str:
     for node, depth in _walk(tree):
         if node.data == "member_dot_arg" and str(node.children[1]) in _TWO_VARIABLE:
             edits += _two_variable(node, depth, next(counter))
+        elif node.data == "member_dot_arg" and str(node.children[1]) in ("min", "max") and not _arguments(node):
+            edits += _extreme(node, depth, next(counter))
     return _apply(source, edits) if edits else source
+
+
+def _extreme(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
+    """`l.min()` → `cel.bind(l0, l, l0[rulesched_argmin(l0)])`: the element itself, of any type."""
+    receiver, name = call.children[0], f"__rulesched_l{number}"
+    function = ARGMIN if str(call.children[1]) == "min" else ARGMAX
+    return [
+        _Edit(receiver.meta.start_pos, receiver.meta.start_pos, depth, f"cel.bind({name}, "),
+        _Edit(receiver.meta.end_pos, call.meta.end_pos, depth, f", {name}[{function}({name})])"),
+    ]
 
 
 def _two_variable(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
