@@ -24,6 +24,7 @@ import lark
 from rulesched.rules.cel.analysis import syntax_tree
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.libs.comprehensions import ENTRIES, KEYS, ZIP
+from rulesched.rules.cel.libs.formats import ERRORS, IS_FORMAT
 from rulesched.rules.cel.libs.lists import ARGMAX, ARGMIN
 
 NAMESPACED = frozenset(o.function for o in OVERLOADS if "." in o.function) | frozenset(
@@ -95,7 +96,40 @@ def rewritten(source: str) -> str:
             edits += _two_variable(node, depth, next(counter))
         elif node.data == "member_dot_arg" and str(node.children[1]) in ("min", "max") and not _arguments(node):
             edits += _extreme(node, depth, next(counter))
+        elif node.data == "member_dot_arg" and str(node.children[1]) in ("validate", "named"):
+            edits += _format_call(node, depth, next(counter))
     return _apply(source, edits) if edits else source
+
+
+def _format_call(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
+    """Kubernetes' format library, whose results are optionals that only CEL can build (libs/formats.py):
+    `f.validate(s)` and `format.named(n)`."""
+    receiver, args, name = call.children[0], _arguments(call), f"__rulesched_f{number}"
+    if len(args) != 1:
+        return []
+    (argument,) = args
+    if str(call.children[1]) == "named":
+        if _bare_ident(receiver) != "format":
+            return []
+        return [
+            _Edit(call.meta.start_pos, argument.meta.start_pos, depth, f"cel.bind({name}, "),
+            _Edit(
+                argument.meta.end_pos,
+                call.meta.end_pos,
+                depth,
+                f", {IS_FORMAT}({name}) ? optional.of({name}) : optional.none())",
+            ),
+        ]
+    return [
+        _Edit(receiver.meta.start_pos, receiver.meta.start_pos, depth, f"cel.bind({name}, {ERRORS}("),
+        _Edit(receiver.meta.end_pos, argument.meta.start_pos, depth, ", "),
+        _Edit(
+            argument.meta.end_pos,
+            call.meta.end_pos,
+            depth,
+            f"), {name}.size() == 0 ? optional.none() : optional.of({name}))",
+        ),
+    ]
 
 
 def _extreme(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
