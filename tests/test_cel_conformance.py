@@ -24,6 +24,8 @@ from rulesched.rules.errors import LoadError, RulesLoadFailed
 from rulesched.rules.loader import load_rule_book
 from tests.builders import rule_set, write_rules
 from tests.cel_library_cases import DOCUMENTED, KUBERNETES, KUBERNETES_DIFFERENCES, Error, Refused
+from tests.test_docs import CONSOLE_BLOCKS, Block, console_session
+from tests.test_docs import run as run_command
 
 NOW = datetime.datetime(2026, 11, 22, 1, 0, tzinfo=datetime.UTC)
 
@@ -310,7 +312,7 @@ CATASTROPHIC = "^(a+)+$"
 
 @pytest.mark.parametrize("function", ["find", "matches", "findAll"])
 def test_a_catastrophic_regex_is_linear_on_both_engines(engine: Engine, function: str) -> None:
-    """A pod label is chosen by whoever creates the pod: 'a' × 10,000 then '!' must not stall a request."""
+    """A pod label is chosen by whoever creates the pod: 'a' x 10,000 then '!' must not stall a request."""
     program = engine.compile(f"pod.metadata.labels.app.{function}('{CATASTROPHIC}')")
     pod = {"metadata": {"labels": {"app": "a" * 10_000 + "!"}}}
     bindings = engine.bindings({"pod": engine.convert(pod)})
@@ -327,7 +329,10 @@ def test_lookaround_and_backreferences_are_load_errors(engine: Engine, pattern: 
 
 
 def test_a_literal_that_can_never_work_is_a_load_error_at_its_line(tmp_path: Path, engine: Engine) -> None:
-    spec = "filters:\n- name: bad-regex\n  expression: |\n    node.metadata.name != '' &&\n      node.metadata.name.matches('(')"
+    spec = (
+        "filters:\n- name: bad-regex\n  expression: |\n"
+        "    node.metadata.name != '' &&\n      node.metadata.name.matches('(')"
+    )
     path = write_rules(tmp_path, rule_set("x", spec))
     with pytest.raises(RulesLoadFailed) as failure:
         load_rule_book([tmp_path], engine)
@@ -347,5 +352,20 @@ def test_a_literal_that_can_never_work_is_a_load_error_at_its_line(tmp_path: Pat
 
 
 def test_a_function_only_one_engine_has_is_refused_on_both(engine: Engine) -> None:
-    with pytest.raises(CelCompileError, match="math.least: not available on the celpy engine"):
+    with pytest.raises(CelCompileError, match=r"math\.least: not available on the celpy engine"):
         engine.compile("math.least(1, 2) == 1")
+
+
+FUNCTION_PAGE_BLOCKS = [b for b in CONSOLE_BLOCKS if b.page.name == "functions.md"]
+
+
+@pytest.mark.parametrize("block", FUNCTION_PAGE_BLOCKS, ids=str)
+def test_the_functions_page_answers_alike_on_celpy(
+    block: Block, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/rules/functions.md shows the default engine's answers (tests/test_docs.py runs them); celpy
+    gives each of them too."""
+    assert FUNCTION_PAGE_BLOCKS
+    for command, shown in console_session(block.text):
+        _, output = run_command(f"{command} --cel-engine celpy", capsys)
+        assert output.rstrip("\n") == shown, command

@@ -33,13 +33,13 @@ from rulesched.rules.cel import (
     Limits,
     Program,
     VariableSource,
+    dialect,
     past_deadline,
 )
-from rulesched.rules.cel import dialect
 from rulesched.rules.cel.celpy_optional import OPTIONAL_FUNCTIONS, Optional
+from rulesched.rules.cel.library import NOT_PLAIN, Overload, TypeName
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.libs.format import shortest
-from rulesched.rules.cel.library import NOT_PLAIN, Overload, TypeName
 from rulesched.rules.cel.rewrite import celpy_name, for_celpy, rewritten
 
 _NUMBERS = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
@@ -410,7 +410,9 @@ def _called(tree: lark.Tree[Any]) -> set[str]:
             receiver = node.children[0]
             while isinstance(receiver, lark.Tree) and receiver.data in ("member", "primary"):
                 receiver = receiver.children[0]
-            namespace = str(receiver.children[0]) if isinstance(receiver, lark.Tree) and receiver.data == "ident" else ""
+            namespace = (
+                str(receiver.children[0]) if isinstance(receiver, lark.Tree) and receiver.data == "ident" else ""
+            )
             name = str(node.children[1])
             names.add(f"{namespace}.{name}" if namespace in _NAMESPACES else name)
     return names

@@ -14,7 +14,7 @@ import ast
 import datetime
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import lark
 
@@ -27,7 +27,16 @@ ONE_ENGINE_NAMESPACES: dict[str, str] = {"math": "celpy"}
 
 _DURATION = re.compile(r"[-+]?(?:0|(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+)")
 _DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_NANOS = {"ns": 1, "us": 10**3, "µs": 10**3, "μs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+_UNIT_NANOS = {
+    "ns": 1,
+    "us": 10**3,
+    "µs": 10**3,
+    "μs": 10**3,
+    "ms": 10**6,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+}
 _MAX_DURATION_NANOS = 315_576_000_000 * 10**9
 """CEL's duration range: ±10,000 years of seconds."""
 _TIMESTAMP = re.compile(
@@ -38,33 +47,33 @@ _WRAPPERS = frozenset(
 )
 
 
-class _Invalid(ValueError):
+class _InvalidLiteralError(ValueError):
     pass
 
 
 def check_duration(text: str) -> None:
     """Go's `time.ParseDuration`, within CEL's range."""
     if not _DURATION.fullmatch(text):
-        raise _Invalid(f"invalid duration {text!r}")
+        raise _InvalidLiteralError(f"invalid duration {text!r}")
     total = 0.0
     for number, unit in _DURATION_PART.findall(text):
         total += float(number) * _UNIT_NANOS[unit]
     if total > _MAX_DURATION_NANOS:
-        raise _Invalid(f"duration {text!r} out of range")
+        raise _InvalidLiteralError(f"duration {text!r} out of range")
 
 
 def check_timestamp(text: str) -> None:
     """RFC 3339, as cel-go's `timestamp()` reads it, years 0001 to 9999."""
     found = _TIMESTAMP.fullmatch(text)
     if found is None:
-        raise _Invalid(f"invalid timestamp {text!r}: not RFC 3339")
+        raise _InvalidLiteralError(f"invalid timestamp {text!r}: not RFC 3339")
     year, month, day, hour, minute, second = (int(found[i]) for i in range(1, 7))
     try:
         datetime.datetime(year, month, day, hour, minute, second)
     except ValueError as error:
-        raise _Invalid(f"invalid timestamp {text!r}: {error}") from None
+        raise _InvalidLiteralError(f"invalid timestamp {text!r}: {error}") from None
     if found[7] and (int(found[8]) > 23 or int(found[9]) > 59):
-        raise _Invalid(f"invalid timestamp {text!r}: time zone offset out of range")
+        raise _InvalidLiteralError(f"invalid timestamp {text!r}: time zone offset out of range")
 
 
 _ONE_STRING: dict[str, Callable[[str], object]] = {
@@ -86,9 +95,10 @@ def check(source: str) -> None:
     tree = syntax_tree(source)
     if tree is None:
         return
-    for node in tree.iter_subtrees_topdown():
-        for problem, token in _problems(node):
-            raise CelCompileError(problem, token.line, token.column)
+    found = [problem for node in tree.iter_subtrees() for problem in _problems(node)]
+    if found:
+        message, token = min(found, key=lambda problem: (problem[1].line or 0, problem[1].column or 0))
+        raise CelCompileError(message, token.line, token.column)
 
 
 def _problems(node: lark.Tree[Any]) -> Iterator[tuple[str, lark.Token]]:
@@ -109,7 +119,7 @@ def _problems(node: lark.Tree[Any]) -> Iterator[tuple[str, lark.Token]]:
             yield (
                 f"{namespace}.{name}: not available on the {lacking} engine; a rule may use only functions"
                 " both engines have (docs/rules/functions.md)",
-                node.children[1],
+                cast(lark.Token, node.children[1]),
             )
 
 

@@ -2,7 +2,8 @@
 
 Each rewrite is exact (the same value and the same errors) and is made from the parse tree of
 `analysis` (positions of its nodes), never from patterns over the text:
-- for both engines, `l.min()` and `l.max()` (libs/lists.py), and two-variable comprehensions (`m.all(k, v, p)`, `exists`, `existsOne`,
+- for both engines, `l.min()` and `l.max()` (libs/lists.py), Kubernetes' format library
+  (libs/formats.py), and two-variable comprehensions (`m.all(k, v, p)`, `exists`, `existsOne`,
   `transformList`, `transformMap`, `transformMapEntry`), which neither engine has, become
   one-variable ones over `rulesched_keys(…)` (libs/comprehensions.py);
 - for celpy, namespaced library functions (`sets.contains(…)` → `sets__contains(…)`), a member
@@ -17,7 +18,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import lark
 
@@ -36,7 +37,9 @@ TWINS = frozenset(o.function for o in OVERLOADS if o.member) & frozenset(o.funct
 _WRAPPERS = frozenset(
     {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary", "member", "primary"}
 )
-_TWO_VARIABLE = frozenset({"all", "exists", "existsOne", "exists_one", "transformList", "transformMap", "transformMapEntry"})
+_TWO_VARIABLE = frozenset(
+    {"all", "exists", "existsOne", "exists_one", "transformList", "transformMap", "transformMapEntry"}
+)
 
 
 def celpy_name(function: str, member: bool = False) -> str:
@@ -193,7 +196,7 @@ def for_celpy(source: str) -> str:
 
 
 def _celpy_call(source: str, call: lark.Tree[Any], depth: int) -> list[_Edit]:
-    receiver, token = call.children[0], call.children[1]
+    receiver, token = call.children[0], cast(lark.Token, call.children[1])
     name, namespace = str(token), _bare_ident(receiver)
     args = _arguments(call)
     if namespace == "cel" and name == "bind" and len(args) == 3 and _bare_ident(args[0]) is not None:
@@ -204,18 +207,26 @@ def _celpy_call(source: str, call: lark.Tree[Any], depth: int) -> list[_Edit]:
             _Edit(body.meta.end_pos, call.meta.end_pos, depth, ")[0]"),
         ]
     if namespace is not None and f"{namespace}.{name}" in NAMESPACED:
-        return [_Edit(call.meta.start_pos, token.end_pos, depth, celpy_name(f"{namespace}.{name}"))]
+        return [_Edit(call.meta.start_pos, _end(token), depth, celpy_name(f"{namespace}.{name}"))]
     if name in TWINS:
-        return [_Edit(token.start_pos, token.end_pos, depth, celpy_name(name, member=True))]
+        return [_Edit(_start(token), _end(token), depth, celpy_name(name, member=True))]
     return []
+
+
+def _start(token: lark.Token) -> int:
+    return token.start_pos or 0  # the parser gives every token its position
+
+
+def _end(token: lark.Token) -> int:
+    return token.end_pos or 0
 
 
 def _optional_selection(source: str, node: lark.Tree[Any], depth: int) -> list[_Edit]:
     """`x.?f` → `optional__field(x, 'f')`, `m[?k]` → `optional__index(m, k)` (the `?` is not in the tree)."""
     receiver = node.children[0]
     if node.data == "member_dot":
-        token = node.children[1]
-        if "?" not in source[receiver.meta.end_pos : token.start_pos]:
+        token = cast(lark.Token, node.children[1])
+        if "?" not in source[receiver.meta.end_pos : _start(token)]:
             return []
         return [
             _Edit(node.meta.start_pos, node.meta.start_pos, depth, "optional__field("),

@@ -5,6 +5,7 @@ docs/rules/functions.md is the reference of every function.
 
 from __future__ import annotations
 
+from rulesched.rules.cel.library import Overload
 from rulesched.rules.cel.libs import (
     cidr,
     comprehensions,
@@ -20,7 +21,6 @@ from rulesched.rules.cel.libs import (
     strings,
     urls,
 )
-from rulesched.rules.cel.library import Overload
 
 OVERLOADS: tuple[Overload, ...] = (
     *quantity.OVERLOADS,

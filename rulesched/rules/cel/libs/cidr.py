@@ -10,8 +10,8 @@ from __future__ import annotations
 import ipaddress
 from functools import lru_cache
 
-from rulesched.rules.cel.libs import ip
 from rulesched.rules.cel.library import LibraryError, Overload, global_, member
+from rulesched.rules.cel.libs import ip
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 

@@ -71,7 +71,9 @@ def _float(value: Any, verb: str) -> float:
     if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
         return float(value.replace("Infinity", "inf"))
     clause = "fixed-point" if verb == "f" else "scientific"
-    raise LibraryError(f"error during formatting: {clause} clause can only be used on doubles, was given {_kind(value)}")
+    raise LibraryError(
+        f"error during formatting: {clause} clause can only be used on doubles, was given {_kind(value)}"
+    )
 
 
 def _number(value: float, verb: str, precision: int | None) -> str:

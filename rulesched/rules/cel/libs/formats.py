@@ -15,8 +15,8 @@ import datetime
 import re
 from collections.abc import Callable
 
-from rulesched.rules.cel.libs import urls
 from rulesched.rules.cel.library import LibraryError, Overload, global_
+from rulesched.rules.cel.libs import urls
 
 ERRORS, IS_FORMAT = "rulesched_format_errors", "rulesched_is_format"
 
@@ -80,7 +80,9 @@ def _prefix(validate: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
 def qualified_name(text: str) -> list[str]:
     parts = text.split("/")
     if len(parts) > 2:
-        return [f"a qualified name {NAME_MESSAGE} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+        return [
+            f"a qualified name {NAME_MESSAGE} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
     name = parts[-1]
     errors: list[str] = []
     if len(parts) == 2:

@@ -7,8 +7,8 @@ semver, anything else as quantities.
 
 from __future__ import annotations
 
-from rulesched.rules.cel.libs import quantity, semver
 from rulesched.rules.cel.library import Overload, member
+from rulesched.rules.cel.libs import quantity, semver
 
 
 def compare_to(left: str, right: str) -> int:

@@ -55,6 +55,23 @@ def sub_int(left: str, right: int) -> str:
     return canonical(value(left) - right)
 
 
+def mul(left: str, right: int) -> str:
+    return canonical(value(left) * right)
+
+
+def div(left: str, right: int) -> str:
+    if right == 0:
+        raise LibraryError("division by zero")
+    return canonical(value(left) / right)
+
+
+def div_int(left: str, right: int) -> str:
+    """Integer division, rounded toward zero."""
+    if right == 0:
+        raise LibraryError("division by zero")
+    return canonical((value(left) / right).to_integral_value(rounding="ROUND_DOWN"))
+
+
 def as_approximate_float(text: str) -> float:
     return float(value(text))
 
@@ -66,7 +83,7 @@ def is_integer(text: str) -> bool:
 
 def as_integer(text: str) -> int:
     if not is_integer(text):
-        raise LibraryError(f"quantity {text} is not an integer in int64 range")
+        raise LibraryError(f"cannot convert value to integer: quantity {text} is not an integer in int64 range")
     return int(value(text))
 
 
@@ -82,6 +99,9 @@ OVERLOADS: tuple[Overload, ...] = (
     member("add", ("string", "int"), "string", add_int),
     member("sub", ("string", "string"), "string", sub),
     member("sub", ("string", "int"), "string", sub_int),
+    member("mul", ("string", "int"), "string", mul),
+    member("div", ("string", "int"), "string", div),
+    member("divInt", ("string", "int"), "string", div_int),
     member("asApproximateFloat", ("string",), "double", as_approximate_float),
     member("asInteger", ("string",), "int", as_integer),
     member("isInteger", ("string",), "bool", is_integer),

@@ -15,7 +15,6 @@ import re2
 
 from rulesched.rules.cel.library import LibraryError, Overload, member
 
-
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # the reason is in the error; RE2 would also print it to standard error
 
