@@ -104,6 +104,9 @@ TABLE: list[tuple[str, Any]] = [
     ("pod.metadata.name.matches('^web-[0-9]+$')", True),
     ("pod.metadata.namespace.contains('ho')", True),
     ("pod.metadata.name.find('[0-9]+')", "1"),
+    ("'a' + 'a' == 'aa'", True),
+    ("[1] + [2] == [1, 2]", True),
+    ("pod.metadata.name + '!' == 'web-1!'", True),
     # cross-type numeric comparisons, as Kubernetes CEL has them (arithmetic still does not mix)
     ("1 < 1.5", True),
     ("1 == 1.0", True),

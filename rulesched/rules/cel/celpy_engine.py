@@ -75,9 +75,21 @@ def _strict_arithmetic(operator: str) -> Callable[[Any, Any], Any]:
             return celpy.evaluation.CELEvalError(
                 f"no matching overload for '{operator}' applied to ({type(left).__name__}, {type(right).__name__})"
             )
-        return base(left, right)
+        return _celpy_typed(base(left, right))
 
     return apply
+
+
+def _celpy_typed(value: Any) -> Any:
+    """celpy's `+` of two strings (lists, bytes) gives a Python `str` (`list`, `bytes`), which then
+    compares unequal to every CEL string (`'a' + 'a' == 'aa'` was false): made a CEL value again."""
+    if type(value) is str:
+        return celtypes.StringType(value)
+    if type(value) is list:
+        return celtypes.ListType(value)
+    if type(value) is bytes:
+        return celtypes.BytesType(value)
+    return value
 
 
 def _numeric_relation(operator: str, compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
