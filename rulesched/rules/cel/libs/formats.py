@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from rulesched.rules.cel.library import LibraryError, Overload, global_
 from rulesched.rules.cel.libs import urls
+from rulesched.rules.cel.libs.times import check_timestamp
 
 ERRORS, IS_FORMAT = "rulesched_format_errors", "rulesched_is_format"
 
@@ -124,8 +125,6 @@ def _date(text: str) -> list[str]:
 
 
 def _datetime(text: str) -> list[str]:
-    from rulesched.rules.cel.dialect import check_timestamp  # a timestamp is what Kubernetes' datetime is
-
     try:
         check_timestamp(text)
     except ValueError:

@@ -16,9 +16,17 @@ from rulesched.rules.quantity import QuantityError, canonical, parse_quantity
 _INT64_MAX = 2**63 - 1
 
 
-@lru_cache(maxsize=4096)
+CACHED, CACHED_CHARS = 4096, 64
+"""Parsed quantities kept (docs/operations/limits.md); a longer one is parsed each time it is read."""
+
+
 def value(text: str) -> Decimal:
     """The quantity `text` denotes; `QuantityError` (a ValueError) when it is not one."""
+    return _cached(text) if len(text) <= CACHED_CHARS else parse_quantity(text)
+
+
+@lru_cache(maxsize=CACHED)
+def _cached(text: str) -> Decimal:
     return parse_quantity(text)
 
 

@@ -19,9 +19,22 @@ _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # the reason is in the error; RE2 would also print it to standard error
 
 
-@lru_cache(maxsize=256)
+CACHED_PATTERNS, CACHED_PATTERN_CHARS = 128, 256
+"""Compiled patterns kept (docs/operations/limits.md): only short ones, so the cache stays small even when
+patterns come from pod values."""
+
+
 def compiled(pattern: str) -> Any:
     """`pattern` compiled by RE2; `LibraryError` with RE2's reason when it is not a valid RE2 pattern."""
+    return _cached(pattern) if len(pattern) <= CACHED_PATTERN_CHARS else _compile(pattern)
+
+
+@lru_cache(maxsize=CACHED_PATTERNS)
+def _cached(pattern: str) -> Any:
+    return _compile(pattern)
+
+
+def _compile(pattern: str) -> Any:
     try:
         return re2.compile(pattern, _OPTIONS)
     except re2.error as error:

@@ -50,9 +50,21 @@ def _identifiers(text: str, what: str, numeric_strict: bool) -> tuple[str, ...]:
     return parts
 
 
-@lru_cache(maxsize=1024)
+CACHED, CACHED_CHARS = 1024, 256
+"""Parsed versions kept (docs/operations/limits.md); a longer one is parsed each time it is read."""
+
+
 def parse(text: str) -> Version:
     """blang/semver's strict `Parse`."""
+    return _cached(text) if len(text) <= CACHED_CHARS else _parse(text)
+
+
+@lru_cache(maxsize=CACHED)
+def _cached(text: str) -> Version:
+    return _parse(text)
+
+
+def _parse(text: str) -> Version:
     if not text:
         raise LibraryError("version string empty")
     core, _, build = text.partition("+")

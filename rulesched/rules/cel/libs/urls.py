@@ -93,8 +93,21 @@ def _host(text: str, authority: str) -> str:
         raise _fail(text, str(error)) from None
 
 
-@lru_cache(maxsize=1024)
+CACHED, CACHED_CHARS = 1024, 2048
+"""Parsed URLs kept (docs/operations/limits.md); a longer URL is parsed each time it is read."""
+
+
 def parse(text: str) -> Url:
+    """Go's `url.ParseRequestURI`, or `LibraryError` in its words."""
+    return _cached(text) if len(text) <= CACHED_CHARS else _parse(text)
+
+
+@lru_cache(maxsize=CACHED)
+def _cached(text: str) -> Url:
+    return _parse(text)
+
+
+def _parse(text: str) -> Url:
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
         raise _fail(text, "net/url: invalid control character in URL")
     if not text:
