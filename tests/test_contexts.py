@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rulesched.cluster.changelog import ChangeLog
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.kube import KubeAccess
 from rulesched.cluster.metrics_server import MetricsServerSource
 from rulesched.cluster.nodecache import NodeCache
 from rulesched.cluster.pods import PodIndex
-from rulesched.cluster.changelog import ChangeLog
 from rulesched.cluster.sources import FileNodeSource
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext, node_context, resource_numbers
