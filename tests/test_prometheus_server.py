@@ -154,3 +154,12 @@ def test_the_offline_run_does_not_poll(rules: Path, prometheus: Prometheus) -> N
         assert client.get("/rules").json()["sources"]["customMetrics"] == {"from": "none", "values": 0, "queries": []}
         assert passing(client) == NODES
     assert prometheus.requests() == []
+
+
+def test_a_new_value_changes_the_next_decision(client: httpx.Client, prometheus: Prometheus) -> None:
+    """The rule results memoized on a node's context do not outlive its custom values."""
+    wait_for(lambda: passing(client) == ["node-a", "node-b", "node-c"], what="the first answer")
+    prometheus.answer(CPU, "q01-cpu-busy-by-instance", **{"0.07745454545454322": "0.95"})
+    wait_for(lambda: passing(client) == ["node-b", "node-c"], what="node-a busy")
+    prometheus.answer(CPU, "q01-cpu-busy-by-instance")
+    wait_for(lambda: passing(client) == ["node-a", "node-b", "node-c"], what="node-a idle again")

@@ -80,7 +80,7 @@ class NodeContexts:
             if version and cached.key[1] == version and cached.key[2] == usage:
                 return cached
         built = node_context(node, usage, pods=self.node_pods(name, usage), custom=custom)
-        if cached is not None and cached.node is node and cached.key[2] is usage:
+        if cached is not None and cached.node is node and cached.key[2] is usage and cached.key[4] == custom:
             memo = cached.memo  # only the pods changed: results of rules that read none of them hold
             if memo is not None and memo.pod_free:
                 object.__setattr__(built, "memo", memo)
