@@ -2,14 +2,15 @@
 
 Each answer is a recording of `tests/fixtures/prometheus-v2.42` (status line and headers as recorded, the
 body byte for byte, its Content-Length recomputed when a test renames a series' node). The test says
-which recording answers which PromQL text (`answer`), may make an answer late (`delay`: a timeout), and
-may stop the server and start it again on the same port (`go_down`, `come_back`: connection refused in
-between). Every request is kept (method, path, form, headers) for the test to look at.
+which recording answers which PromQL text (`answer`), may make an answer late (`delay`: a timeout), may
+serve over TLS (`tls`), and may stop the server and start it again on the same port (`go_down`,
+`come_back`: connection refused in between). Every request is kept (method, path, form, headers) for the test to look at.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -70,7 +71,8 @@ UNKNOWN = "e01-bad-syntax-400-post"
 class Prometheus:
     """The loopback server; use as a context manager (`with Prometheus() as prometheus:`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls
         self.state = _State()
         self.lock = threading.Lock()
         self.port = 0
@@ -80,7 +82,7 @@ class Prometheus:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def answer(self, query: str, name: str, **renames: str) -> None:
         """Answer `query` (its PromQL text) with the recording `name`, series renamed by `renames`."""
@@ -113,6 +115,8 @@ class Prometheus:
             self.state.down = False
         self._server = _Server(("127.0.0.1", self.port), _Handler, self)
         self.port = self._server.server_address[1]
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.custom import CustomValues
@@ -305,3 +307,30 @@ def test_sample_age_is_reported_per_value(prometheus: Prometheus, pollers: Prome
 @pytest.fixture(autouse=True)
 def _quiet(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="rulesched.cluster.prometheus")
+
+
+def test_tls_with_a_ca_and_a_client_certificate(pollers: PrometheusPollers, tmp_path: Path) -> None:
+    """caFile verifies Prometheus; certFile/keyFile answer a Prometheus that requires client certificates."""
+    ca = trustme.CA()
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(tls)
+    ca.configure_trust(tls)
+    tls.verify_mode = ssl.CERT_REQUIRED
+    client = ca.issue_cert("rulesched")
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.crt"))
+    client.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
+    client.private_key_pem.write_to_path(str(tmp_path / "tls.key"))
+    files = {
+        "caFile": str(tmp_path / "ca.crt"),
+        "certFile": str(tmp_path / "tls.crt"),
+        "keyFile": str(tmp_path / "tls.key"),
+    }
+    with Prometheus(tls) as prometheus:
+        prometheus.answer("cpu", "q04-label-replace-instance-to-node")
+        pollers.configure([source(prometheus.url, {"name": "cpu", "query": "cpu"}, **files)])
+        pollers.poll()
+        assert custom_of(pollers, make_node("node-a")) == {"node-a": {"cpu": 0.07745454545454322}}
+        without = {"caFile": files["caFile"]}
+        pollers.configure([source(prometheus.url, {"name": "cpu", "query": "cpu"}, **without)])
+        pollers.poll()
+        assert status_of(pollers, "cpu").state == "failing"
