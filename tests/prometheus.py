@@ -4,7 +4,8 @@ Each answer is a recording of `tests/fixtures/prometheus-v2.42` (status line and
 body byte for byte, its Content-Length recomputed when a test renames a series' node). The test says
 which recording answers which PromQL text (`answer`), may make an answer late (`delay`: a timeout), may
 serve over TLS (`tls`), and may stop the server and start it again on the same port (`go_down`,
-`come_back`: connection refused in between). Every request is kept (method, path, form, headers) for the test to look at.
+`come_back`: connection refused in between). Every request is kept (method, path, form, headers) for
+the test to look at.
 """
 
 from __future__ import annotations
