@@ -334,3 +334,27 @@ def test_tls_with_a_ca_and_a_client_certificate(pollers: PrometheusPollers, tmp_
         pollers.configure([source(prometheus.url, {"name": "cpu", "query": "cpu"}, **without)])
         pollers.poll()
         assert status_of(pollers, "cpu").state == "failing"
+
+
+def test_the_node_uname_info_join_names_nodes_by_nodename(prometheus: Prometheus, pollers: PrometheusPollers) -> None:
+    prometheus.answer("memory", "q05-mem-available-ratio-join-nodename")
+    pollers.configure([source(prometheus.url, {"name": "memory", "query": "memory", "nodeLabel": "nodename"})])
+    pollers.poll()
+    found = custom_of(pollers, *map(make_node, NODES))
+    assert sorted(found) == NODES
+    assert all(0 < values["memory"] < 1 for values in found.values())
+
+
+def test_a_node_missing_from_the_next_answer_has_no_value_at_once(
+    prometheus: Prometheus, pollers: PrometheusPollers
+) -> None:
+    """Prometheus drops a series that left the scrape (a staleness marker): its node loses its value at the
+    next poll, not after maxAge."""
+    prometheus.answer("load", "v01-stale-instant-vector-gone", **{"node-e:9100": "node-f:9100"})
+    pollers.configure([source(prometheus.url, {"name": "load", "query": "load", "nodeLabel": "instance"})])
+    pollers.poll()
+    assert "load" in custom_of(pollers, make_node("node-f"))["node-f"]
+    prometheus.answer("load", "v01-stale-instant-vector-gone")  # node-f's series is gone
+    pollers.poll()
+    assert custom_of(pollers, make_node("node-f")) == {"node-f": {}}
+    assert "load" in custom_of(pollers, make_node("node-e"))["node-e"]
