@@ -127,6 +127,8 @@ def _custom_values(
     custom = metrics.custom if isinstance(metrics, FileMetricsSource) else None
     if custom is not None:
         parts.append(f"custom metrics from {settings.metrics_file}")
+    else:
+        parts.append("MetricSource queries not polled (--prometheus on polls them)")
     return custom, None
 
 
