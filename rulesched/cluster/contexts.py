@@ -65,7 +65,7 @@ class NodeContexts:
         self._metrics_generation: Hashable = metrics.generation() if metrics else 0
 
     def context(self, node: Mapping[str, Any], name: str | None = None) -> NodeContext:
-        """The context of a node object, reused while neither the node nor its metrics changed."""
+        """The context of a node object, reused while neither the node, its metrics nor its custom values changed."""
         name = name if name is not None else node_name(node)
         usage = self.metrics.usage(name) if self.metrics else None
         pods = self.pods.version_of(name) if self.pods else 0

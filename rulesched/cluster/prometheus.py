@@ -54,25 +54,34 @@ def drop_port(value: str) -> str:
     return value
 
 
-def _json(response: httpx.Response) -> Any:
-    kind = response.headers.get("content-type", "")
-    if "json" not in kind:
-        text = response.text.strip()[:200]
-        raise QueryError(f"Prometheus answered HTTP {response.status_code} {text!r} (not JSON: {kind or 'no type'})")
+@dataclass(frozen=True)
+class Reply:
+    """What Prometheus answered: the status code, the content type and the body (read up to a bound)."""
+
+    status: int
+    content_type: str
+    body: bytes
+
+
+def _json(reply: Reply) -> Any:
+    if "json" not in reply.content_type:
+        text = reply.body.decode("utf-8", "replace").strip()[:200]
+        kind = reply.content_type or "no type"
+        raise QueryError(f"Prometheus answered HTTP {reply.status} {text!r} (not JSON: {kind})")
     try:
-        return json.loads(response.content)
+        return json.loads(reply.body)
     except ValueError as error:
-        raise QueryError(f"Prometheus answered HTTP {response.status_code} with invalid JSON: {error}") from error
+        raise QueryError(f"Prometheus answered HTTP {reply.status} with invalid JSON: {error}") from error
 
 
-def parse_vector(response: httpx.Response, node_label: str) -> tuple[dict[str, float], list[str]]:
+def parse_vector(reply: Reply, node_label: str) -> tuple[dict[str, float], list[str]]:
     """The values by node key of an instant-vector answer, and its warnings; QueryError otherwise."""
-    document = _json(response)
+    document = _json(reply)
     if not isinstance(document, Mapping):
-        raise QueryError(f"Prometheus answered HTTP {response.status_code} with JSON that is not an object")
+        raise QueryError(f"Prometheus answered HTTP {reply.status} with JSON that is not an object")
     if document.get("status") != "success":
         kind, error = document.get("errorType", "unknown"), document.get("error", "")
-        raise QueryError(f"Prometheus answered HTTP {response.status_code}: {kind}: {error}")
+        raise QueryError(f"Prometheus answered HTTP {reply.status}: {kind}: {error}")
     data = document.get("data") if isinstance(document.get("data"), Mapping) else {}
     assert isinstance(data, Mapping)
     result_type = data.get("resultType")
@@ -80,6 +89,19 @@ def parse_vector(response: httpx.Response, node_label: str) -> tuple[dict[str, f
         raise QueryError(f"the query gives a {result_type}, not an instant vector with one sample per node")
     warnings = [str(w) for w in document.get("warnings") or []]
     return _samples(data["result"], node_label), warnings
+
+
+def read_reply(response: httpx.Response, deadline: float) -> Reply:
+    """The streamed response, its body read up to MAX_ANSWER_BYTES and until `deadline` (time.monotonic();
+    httpx's timeout bounds each read, not a body that trickles in)."""
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if time.monotonic() > deadline:
+            raise QueryError("no answer in time (the body was still arriving)")
+        if len(body) > MAX_ANSWER_BYTES:
+            raise QueryError(f"the answer is larger than {MAX_ANSWER_BYTES} bytes: aggregate by the node label")
+    return Reply(response.status_code, response.headers.get("content-type", ""), bytes(body))
 
 
 def _samples(result: list[Any], node_label: str) -> dict[str, float]:
@@ -217,10 +239,10 @@ class QueryPoller:
     def _poll(self) -> Outcome:
         self.polls += 1
         form = {"query": self.query.query, "timeout": f"{self.server.timeout:g}s"}
-        response = self._connect().post("/api/v1/query", data=form, headers=self._headers())
-        if len(response.content) > MAX_ANSWER_BYTES:
-            raise QueryError(f"the answer is larger than {MAX_ANSWER_BYTES} bytes: aggregate by node")
-        values, warnings = parse_vector(response, self.query.nodeLabel)
+        deadline = time.monotonic() + self.server.timeout
+        with self._connect().stream("POST", "/api/v1/query", data=form, headers=self._headers()) as response:
+            reply = read_reply(response, deadline)
+        values, warnings = parse_vector(reply, self.query.nodeLabel)
         if self.loop.stopping:
             return "ok"  # replaced by a MetricSource change meanwhile: its values are no longer wanted
         self._values.update(self.query.name, Answer(values, time.time(), self.server.maxAge))
