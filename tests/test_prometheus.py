@@ -202,7 +202,7 @@ def test_an_answer_later_than_the_timeout_is_a_failure(prometheus: Prometheus, p
     assert time.monotonic() - started < 1.5
     assert status_of(pollers, "slow").last_error.startswith("no answer in time")
     form = prometheus.requests()[0].form
-    assert form == {"query": "slow", "timeout": "0.3s"}  # Prometheus gives up on its side too
+    assert form == {"query": "slow", "timeout": "0.3"}  # Prometheus gives up on its side too
 
 
 def test_queries_run_concurrently(prometheus: Prometheus, pollers: PrometheusPollers) -> None:

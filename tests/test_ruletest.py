@@ -249,6 +249,7 @@ def test_junit_has_a_suite_per_rule_test_and_a_case_per_case(tmp_path: Path) -> 
     assert set(suites) == {
         "all-rules",
         "batch-spread",
+        "cpu-window",
         "team-pools",
         "gpu-reserve",
         "memory-pressure",

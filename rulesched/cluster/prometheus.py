@@ -238,7 +238,8 @@ class QueryPoller:
 
     def _poll(self) -> Outcome:
         self.polls += 1
-        form = {"query": self.query.query, "timeout": f"{self.server.timeout:g}s"}
+        # Seconds as a bare number: Prometheus reads a float there, but "0.5s" is not a Go-style duration.
+        form = {"query": self.query.query, "timeout": f"{self.server.timeout:g}"}
         deadline = time.monotonic() + self.server.timeout
         with self._connect().stream("POST", "/api/v1/query", data=form, headers=self._headers()) as response:
             reply = read_reply(response, deadline)
