@@ -277,6 +277,7 @@ def test_a_poll_rebuilds_only_the_contexts_of_the_nodes_it_changed(
     after, _ = contexts.for_names(NODES)
     assert [a is b for a, b in zip(before, after, strict=True)] == [True, False, True, True, True]
     assert after[1].metrics["custom"] == {"cpu": 0.5}
+    assert (after[1].node, after[1].allocatable) == (before[1].node, before[1].allocatable)
 
 
 def test_a_metric_source_change_replaces_only_the_changed_queries(

@@ -34,6 +34,7 @@ from rulesched.rules.context import (
     node_addresses,
     node_context,
     node_name,
+    with_custom,
 )
 
 _MAX_CACHED = 20_000
@@ -56,6 +57,8 @@ class NodeContexts:
         self._custom_generation = custom.generation() if custom else 0
         self._addresses: dict[str, str] = {}
         """A node address → the node's name, for every context built: custom values may be keyed by address."""
+        self._checked: dict[str, int] = {}
+        """The custom values' generation each node's were last looked up at (a lookup costs a few µs)."""
         self._pod_generation = pods.generation() if pods else 0
         self._cache: dict[str, NodeContext] = {}
         self._lock = threading.Lock()
@@ -69,8 +72,8 @@ class NodeContexts:
         name = name if name is not None else node_name(node)
         usage = self.metrics.usage(name) if self.metrics else None
         pods = self.pods.version_of(name) if self.pods else 0
-        custom = self._custom_of(node, name)
         cached = self._cache.get(name)
+        custom = self._custom_of(node, name, cached)
         if cached is not None and cached.key[3] == pods and cached.key[4] == custom:
             # The sources hand out the same objects until something changes: identity answers most
             # calls without comparing versions (this runs for every candidate of every request).
@@ -79,8 +82,12 @@ class NodeContexts:
             version = (node.get("metadata") or {}).get("resourceVersion")
             if version and cached.key[1] == version and cached.key[2] == usage:
                 return cached
-        built = node_context(node, usage, pods=self.node_pods(name, usage), custom=custom)
-        if cached is not None and cached.node is node and cached.key[2] is usage and cached.key[4] == custom:
+        same = cached is not None and cached.node is node and cached.key[2] is usage
+        if same and cached is not None and cached.key[3] == pods:
+            built = with_custom(cached, custom)  # only the custom values changed (a Prometheus poll)
+        else:
+            built = node_context(node, usage, pods=self.node_pods(name, usage), custom=custom)
+        if same and cached is not None and cached.key[4] == custom:
             memo = cached.memo  # only the pods changed: results of rules that read none of them hold
             if memo is not None and memo.pod_free:
                 object.__setattr__(built, "memo", memo)
@@ -91,15 +98,23 @@ class NodeContexts:
                 self._cache[name] = built
         return built
 
-    def _custom_of(self, node: Mapping[str, Any], name: str) -> NodeCustom:
-        """The node's custom values, looked up by name then by address (remembered for invalidation)."""
+    def _custom_of(self, node: Mapping[str, Any], name: str, cached: NodeContext | None) -> NodeCustom:
+        """The node's custom values, looked up by name then by address (remembered for invalidation); the
+        cached context's when no custom value changed since it was looked up for this node object."""
         if self.custom is None:
             return NO_CUSTOM
+        generation = self.custom.generation()
+        if cached is not None and cached.node is node and self._checked.get(name) == generation:
+            custom: NodeCustom = cached.key[4]
+            return custom
         addresses = node_addresses(node)
         if len(self._addresses) >= 4 * _MAX_CACHED:
             self._addresses.clear()
+        if len(self._checked) >= _MAX_CACHED:
+            self._checked.clear()
         for address in addresses:
             self._addresses[address] = name
+        self._checked[name] = generation
         return self.custom.custom(name, addresses)
 
     def custom_ages(self, context: NodeContext) -> dict[str, float | None]:

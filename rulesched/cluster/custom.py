@@ -83,8 +83,11 @@ class CustomValues:
     def custom(self, name: str, addresses: Sequence[str] = ()) -> NodeCustom:
         """The node's fresh values, by query name; never blocks."""
         self._sweep()
+        answers = self._answers
+        if not answers:
+            return NO_CUSTOM
         found: dict[str, float] = {}
-        for query, answer in self._answers.items():
+        for query, answer in answers.items():
             value = _lookup(answer.values, name, addresses)
             if value is not None:
                 found[query] = value
