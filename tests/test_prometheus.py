@@ -359,3 +359,16 @@ def test_a_node_missing_from_the_next_answer_has_no_value_at_once(
     pollers.poll()
     assert custom_of(pollers, make_node("node-f")) == {"node-f": {}}
     assert "load" in custom_of(pollers, make_node("node-e"))["node-e"]
+
+
+def test_a_node_label_no_series_has_is_an_error_not_an_empty_answer(
+    prometheus: Prometheus, pollers: PrometheusPollers
+) -> None:
+    prometheus.answer(CPU_BY_INSTANCE, "q01-cpu-busy-by-instance")
+    pollers.configure([source(prometheus.url, {"name": "cpu", "query": CPU_BY_INSTANCE})])  # nodeLabel: node
+    pollers.poll()
+    status = status_of(pollers, "cpu")
+    assert (status.state, status.last_error) == (
+        "failing",
+        "no series has the label 'node' (nodeLabel); their labels: instance",
+    )

@@ -106,17 +106,23 @@ def read_reply(response: httpx.Response, deadline: float) -> Reply:
 
 def _samples(result: list[Any], node_label: str) -> dict[str, float]:
     values: dict[str, float] = {}
+    labelled = 0
     for sample in result:
         metric = sample.get("metric") if isinstance(sample, Mapping) else None
         key = metric.get(node_label) if isinstance(metric, Mapping) else None
         if not isinstance(key, str) or not key:
             continue  # a series without the node label names no node
+        labelled += 1
         key = drop_port(key) if node_label == "instance" else key
         if key in values:
             raise QueryError(f"several series for {node_label}={key!r}: aggregate the query by {node_label}")
         value = _value(sample.get("value"))
         if value is not None:
             values[key] = value
+    if result and not labelled:
+        labels = sorted({k for s in result if isinstance(s, Mapping) for k in (s.get("metric") or {})})
+        shown = ", ".join(labels) or "none"
+        raise QueryError(f"no series has the label {node_label!r} (nodeLabel); their labels: {shown}")
     return values
 
 
