@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     """Seconds between metrics-server polls."""
     metrics_max_age: float = Field(90.0, gt=0)
     """Metrics samples older than this many seconds count as absent."""
+    prometheus: Literal["auto", "on", "off"] = "auto"
+    """Poll the queries of the rules' MetricSources (`metrics.custom`): auto (unless --cluster is off or a
+    --metrics file gives the values), on, off (docs/rules/prometheus.md)."""
     node_fetch_timeout: float = Field(2.0, gt=0)
     """Seconds a request waits for a direct GET of a node the cache does not know yet."""
     enable_bind: bool = False

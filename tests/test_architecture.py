@@ -35,6 +35,7 @@ OWNERS = {
     "orjson": ("rulesched.extender",),
     "watchfiles": ("rulesched.rules.reloader",),
     "pydantic_settings": ("rulesched.settings",),
+    "httpx": ("rulesched.cluster.prometheus",),
 }
 
 

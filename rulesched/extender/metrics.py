@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import collections
 import datetime
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from rulesched.rules.book import RuleBook
 from rulesched.rules.decision import Decision
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
+
+if TYPE_CHECKING:
+    from rulesched.cluster.prometheus import QueryStatus
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 CANDIDATE_BUCKETS = (1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
@@ -78,6 +85,11 @@ class Metrics:
         self.source_objects.labels(name).set_function(size)
         self.source_failing.labels(name).set_function(failing)
 
+    def watch_queries(self, status: Callable[[], list[QueryStatus]]) -> None:
+        """Report every MetricSource query's polls, failures, state and values, read when scraped (the
+        queries change with the rules)."""
+        self.registry.register(_QueryCollector(status))
+
     def watch_store(self, store: RuleStore) -> None:
         """Count reloads and report the active generation and the time since the last good load."""
 
@@ -118,3 +130,34 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _QueryCollector(Collector):
+    """The Prometheus queries' counters and gauges, from their statuses at scrape time."""
+
+    def __init__(self, status: Callable[[], list[QueryStatus]]) -> None:
+        self._status = status
+
+    def collect(self) -> Iterable[Metric]:
+        labels = ["source", "query"]
+        polls = CounterMetricFamily(
+            "rulesched_prometheus_queries", "Prometheus query polls by result (ok, error)", labels=[*labels, "result"]
+        )
+        failing = GaugeMetricFamily("rulesched_prometheus_query_failing", "1 while the query fails", labels=labels)
+        nodes = GaugeMetricFamily(
+            "rulesched_prometheus_query_nodes", "Nodes the query's last good answer gave a value for", labels=labels
+        )
+        since = GaugeMetricFamily(
+            "rulesched_prometheus_query_seconds_since_success",
+            "Seconds since the query last answered (NaN before its first answer)",
+            labels=labels,
+        )
+        now = time.time()
+        for query in self._status():
+            names = [query.source, query.query]
+            polls.add_metric([*names, "ok"], query.polls - query.failures)
+            polls.add_metric([*names, "error"], query.failures)
+            failing.add_metric(names, 1.0 if query.state == "failing" else 0.0)
+            nodes.add_metric(names, query.nodes)
+            since.add_metric(names, now - query.last_success if query.last_success is not None else float("nan"))
+        return [polls, failing, nodes, since]

@@ -68,7 +68,7 @@ class Extender:
         self.store = store
         self.cluster = cluster
         self.observer = observer
-        self.contexts = NodeContexts(cluster.nodes, cluster.metrics, cluster.pods)
+        self.contexts = NodeContexts(cluster.nodes, cluster.metrics, cluster.pods, cluster.custom)
         # Full mode sends whole nodes with filter, but only names with preempt: the contexts keep the
         # nodes that have a resourceVersion, this the few that have none.
         self.seen: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
@@ -375,6 +375,7 @@ async def explain_verb(extender: Extender, request: Request) -> Response:
     args = extender.args(await extender.body(request))
     contexts, unknown = await extender.candidates(args)
     decision = await extender.evaluate(extender.book(), args.pod, contexts, deadline)
-    report = decision.explain(args.pod) | context_report(args.pod, extender.namespace(args.pod), contexts)
+    ages = extender.contexts.custom_ages
+    report = decision.explain(args.pod) | context_report(args.pod, extender.namespace(args.pod), contexts, ages)
     report["unknownNodes"] = unknown
     return json_response(report)

@@ -22,9 +22,10 @@ from rulesched.extender.app import create_app
 from rulesched.extender.logformat import configure_logging
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.observe import Observer
+from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import Limits, make_engine
 from rulesched.rules.reloader import Reloader
-from rulesched.rules.store import RuleStore
+from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
 from rulesched.settings import Settings
 
 log = logging.getLogger("rulesched")
@@ -61,6 +62,7 @@ def build(settings: Settings) -> Parts:
         cluster = build_cluster(settings)
     except SourceError as error:
         raise StartupError(str(error)) from error
+    _follow_metric_sources(store, cluster)
     if settings.enable_bind and cluster.binder is None:
         raise StartupError("--enable-bind needs a cluster, and none was found (give --kubeconfig or --cluster on)")
     app = create_app(settings, store, cluster, Observer(metrics))
@@ -79,6 +81,20 @@ def build(settings: Settings) -> Parts:
 
     app.router.lifespan_context = lifespan
     return Parts(settings, store, cluster, app)
+
+
+def _follow_metric_sources(store: RuleStore, cluster: Cluster) -> None:
+    """Poll the book's MetricSources, and each new book's after a reload (a rejected one changes nothing)."""
+    pollers = cluster.prometheus
+    if pollers is None or store.book is None:
+        return
+    pollers.configure(store.book.metric_sources)
+
+    def on_reload(outcome: ReloadOutcome, book: RuleBook | None, rejected: RejectedReload | None) -> None:
+        if outcome == "loaded" and book is not None:
+            pollers.configure(book.metric_sources)
+
+    store.listeners.append(on_reload)
 
 
 def settle_garbage_collector() -> None:
