@@ -126,9 +126,10 @@ class Settings(BaseSettings):
     this directory (gzip JSON Lines segments, docs/operations/recording.md), for `rulesched replay`. Off
     when unset."""
     record_segment_bytes: int = Field(64 * 1024 * 1024, ge=4096)
-    """A recording segment is closed, and the next begun, once it holds this many (compressed) bytes."""
+    """A recording segment is closed (and compressed to a fraction of it), and the next begun, once this many
+    bytes were written to it."""
     record_max_bytes: int = Field(1024 * 1024 * 1024, ge=4096)
-    """Most bytes the recording directory keeps: beyond it the oldest segments are deleted."""
+    """Most bytes the recording's segments take on disk: beyond it the oldest segments are deleted."""
     record_queue: int = Field(1024, ge=1)
     """Answered calls waiting to be written to the recording; when it is full a call is left out of the
     recording and counted (rulesched_recording_dropped_total)."""

@@ -9,7 +9,7 @@ The format is described in docs/operations/recording.md; a reader refuses a vers
 Nothing here runs on the event loop but `submit`, which queues the call (bounded: when `--record-queue`
 calls wait, the next is left out and counted). One writer thread serializes, only while no call is
 being answered, closes a segment past `--record-segment-bytes` and deletes the oldest segments past
-`--record-max-bytes`.
+`--record-max-bytes` on disk.
 """
 
 from __future__ import annotations
@@ -73,6 +73,9 @@ class Segment:
         self.file = gzip.GzipFile(fileobj=self.raw, mode="wb", compresslevel=6)
         self.tables: dict[str, dict[Hashable, tuple[Any, str]]] = {k: {} for k in "nkcps"}
         self.counter = 0
+        self.written = 0
+        """Bytes written before compression: what `--record-segment-bytes` bounds (the compressed size lags
+        behind, in the compressor's buffer)."""
         header = {"type": "header", "format": FORMAT, "version": VERSION, "rulesched": rulesched_version()}
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.file.write(_dumps(header | {"segment": number, "started": started}))
@@ -121,7 +124,9 @@ class Segment:
             "decision": decision_record(answered),
         }
         out.append(_dumps(call))
-        self.file.write(b"".join(out))
+        data = b"".join(out)
+        self.written += len(data)
+        self.file.write(data)
 
     def _object(self, kind: str, obj: Mapping[str, Any], out: list[bytes]) -> str:
         """A node, pod or namespace: once per resourceVersion (once per object without one)."""
@@ -245,7 +250,7 @@ class Recorder:
                 self.segment = Segment(self.directory / segment_name(self.number), self.number)
             self.segment.write(answered)
             self.metrics.recorded.labels("written").inc()
-            if self.segment.size() >= self.limits.segment_bytes:
+            if self.segment.written >= self.limits.segment_bytes:
                 self._close()
         except (OSError, TypeError, ValueError) as error:  # a full disk never stops the extender
             log.error("recording %s failed: %s; the call is left out", self.directory, error)
@@ -258,7 +263,7 @@ class Recorder:
         self._cap()
 
     def _cap(self) -> None:
-        """Delete the oldest segments while the recording takes more than `--record-max-bytes`."""
+        """Delete the oldest segments while the recording takes more than `--record-max-bytes` on disk."""
         segments = segment_files(self.directory)
         sizes = {p: p.stat().st_size for p in segments}
         total = sum(sizes.values())
