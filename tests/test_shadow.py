@@ -181,7 +181,9 @@ def test_the_queue_is_bounded_and_what_it_cannot_hold_is_counted_as_dropped(tmp_
     assert counts["same"] + counts["differs"] + counts["dropped"] == sent == 240
     assert counts["dropped"] > 0
     assert counts["same"] == 0  # every comparison made found the known difference
-    assert f'rulesched_shadow_comparisons_total{{outcome="dropped",verb="filter"}} {float(counts["dropped"])}' in metrics
+    assert (
+        f'rulesched_shadow_comparisons_total{{outcome="dropped",verb="filter"}} {float(counts["dropped"])}' in metrics
+    )
 
 
 def test_explain_shows_the_shadow_books_view_of_the_same_pod(

@@ -81,12 +81,10 @@ def read_calls(recording: Recording) -> Iterator[Call]:
 
 
 def _open(path: Path) -> IO[bytes]:
-    raw = path.open("rb")
-    if raw.read(2) == b"\x1f\x8b":
-        raw.seek(0)
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
-    raw.seek(0)
-    return raw
+    """The segment's lines: gzip-compressed (as written) or not (as a person may keep one)."""
+    with path.open("rb") as raw:
+        compressed = raw.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rb") if compressed else path.open("rb")  # type: ignore[return-value]
 
 
 def check_header(header: Any, where: str) -> None:
