@@ -19,7 +19,7 @@ from rulesched.rules.cel import ENGINE_NAMES
 REPLAY_HELP = """\
 examples:
   rulesched replay /var/lib/rulesched/recording --rules rules-draft
-  rulesched replay recording --rules new --baseline old --output json --fail-on unschedulable>0
+  rulesched replay recording --rules new --baseline old --output json --fail-on 'unschedulable>0'
   rulesched replay recording --rules rules --to-ruletest default/web-1 --out rules/tests/incident-42
 """
 
