@@ -206,23 +206,27 @@ def test_explain_shows_the_shadow_books_view_of_the_same_pod(
     assert [n["name"] for n in json.loads(capsys.readouterr().out)["nodes"] if n["passed"]] == []
 
 
-def test_a_new_shadow_book_starts_a_new_summary_and_a_broken_one_keeps_the_last_good(
-    shadowed: RunningServer, tmp_path: Path
-) -> None:
-    answers(shadowed, traffic()[:2])
+def test_a_new_shadow_book_starts_a_new_summary_and_a_broken_one_keeps_the_last_good(tmp_path: Path) -> None:
+    # The reloads are this test's own: the directory watcher waits longer than the test takes.
+    options = settings(tmp_path, shadow_rules_dir=rules_dir(tmp_path / "shadow", SHADOW), reload_debounce=60)
+    with running(options) as shadowed, httpx.Client(base_url=shadowed.url) as client:
+        changes_reloaded_by_the_test(shadowed, client, tmp_path)
+
+
+def changes_reloaded_by_the_test(shadowed: RunningServer, client: httpx.Client, tmp_path: Path) -> None:
     shadow = shadowed.parts.app.state.extender.shadow
-    with httpx.Client(base_url=shadowed.url) as client:
-        assert compared(client, 2)["comparisons"]["filter"]["differs"] == 1
-        (tmp_path / "shadow" / "rules.yaml").write_text(LIVE)
-        assert shadow.store.reload() == "loaded"
-        summary = client.get("/shadow").json()
-        assert summary["book"]["generation"] == 2
-        assert summary["comparisons"]["filter"] == {"same": 0, "differs": 0, "dropped": 0}
-        answers(shadowed, traffic()[:2])
-        assert compared(client, 2)["comparisons"]["filter"] == {"same": 1, "differs": 0, "dropped": 0}
-        (tmp_path / "shadow" / "rules.yaml").write_text("kind: RuleSet\nspec: [")
-        assert shadow.store.reload() == "rejected"
-        summary = client.get("/shadow").json()
+    answers(shadowed, traffic()[:2])
+    assert compared(client, 2)["comparisons"]["filter"]["differs"] == 1
+    (tmp_path / "shadow" / "rules.yaml").write_text(LIVE)
+    assert shadow.store.reload() == "loaded"
+    summary = client.get("/shadow").json()
+    assert summary["book"]["generation"] == 2
+    assert summary["comparisons"]["filter"] == {"same": 0, "differs": 0, "dropped": 0}
+    answers(shadowed, traffic()[:2])
+    assert compared(client, 2)["comparisons"]["filter"] == {"same": 1, "differs": 0, "dropped": 0}
+    (tmp_path / "shadow" / "rules.yaml").write_text("kind: RuleSet\nspec: [")
+    assert shadow.store.reload() == "rejected"
+    summary = client.get("/shadow").json()
     assert summary["book"]["generation"] == 2
     assert summary["lastRejected"]["errors"]
     assert summary["comparisons"]["filter"]["same"] == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,8 +39,14 @@ class Answered:
     decision: Decision
 
 
+QUIET_SECONDS = 0.002
+"""How long no call must have been answered before a worker starts a piece of work: kube-scheduler sends
+prioritize right after filter's answer, and work started in between would hold the interpreter lock when
+it arrives (a waiting thread gets it only after the switch interval, 5 ms)."""
+
+
 class Idle:
-    """Whether the extender is answering a filter or prioritize call right now.
+    """Whether the extender is answering a filter or prioritize call right now, and since when it is not.
 
     Changed on the event loop only (`busy`, `done`); worker threads wait on it before each piece of work,
     so that their CPU time (Python threads share one interpreter lock) falls between calls."""
@@ -48,6 +55,8 @@ class Idle:
         self.active = 0
         self.event = threading.Event()
         self.event.set()
+        self.last = 0.0
+        """When the last call was answered (`time.monotonic()`)."""
 
     def busy(self) -> None:
         self.active += 1
@@ -55,13 +64,19 @@ class Idle:
 
     def done(self) -> None:
         self.active -= 1
+        self.last = time.monotonic()
         if self.active <= 0:
             self.active = 0
             self.event.set()
 
     def wait(self, stopping: threading.Event) -> bool:
-        """Wait until no call is being answered; False when `stopping` was set meanwhile."""
-        while not self.event.wait(0.1):
-            if stopping.is_set():
-                return False
-        return not stopping.is_set()
+        """Wait until no call is being answered and none was for `QUIET_SECONDS`; False when `stopping` was
+        set meanwhile."""
+        while not stopping.is_set():
+            if not self.event.wait(0.1):
+                continue
+            quiet = self.last + QUIET_SECONDS - time.monotonic()
+            if quiet <= 0:
+                return True
+            time.sleep(quiet)
+        return False

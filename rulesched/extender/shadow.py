@@ -42,9 +42,18 @@ class Twins:
 
     def __init__(self) -> None:
         self._twins: dict[int, tuple[NodeContext, NodeContext]] = {}
+        self._last: tuple[Sequence[NodeContext], tuple[int, ...], list[NodeContext]] | None = None
 
     def of(self, contexts: Sequence[NodeContext]) -> list[NodeContext]:
-        return [self.twin(c) for c in contexts]
+        """The twins of `contexts`; the same list as last time when the candidates are the same contexts
+        (prioritize after filter, or a replica's calls while nothing changed)."""
+        key = tuple(map(id, contexts))
+        last = self._last
+        if last is not None and last[1] == key:  # `last` holds its contexts: their ids are not reused
+            return last[2]
+        twins = [self.twin(c) for c in contexts]
+        self._last = (contexts, key, twins)
+        return twins
 
     def twin(self, live: NodeContext) -> NodeContext:
         found = self._twins.get(id(live))
