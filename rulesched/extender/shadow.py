@@ -100,7 +100,12 @@ class Shadow:
         if full:
             self._dropped(answered.verb)
             return
-        self.executor.submit(self._run, answered)
+        try:
+            self.executor.submit(self._run, answered)
+        except RuntimeError:  # stopped meanwhile: the server is shutting down
+            with self._lock:
+                self.pending -= 1
+            self._dropped(answered.verb)
 
     def _dropped(self, verb: str) -> None:
         self.summary.dropped(verb)
