@@ -249,3 +249,22 @@ def test_without_shadow_rules_there_is_no_shadow_summary(tmp_path: Path) -> None
     assert answer.status_code == 404
     assert answer.json() == {"error": "no shadow rules: start rulesched serve with --shadow-rules DIR"}
     assert explain.status_code == 404
+
+
+def test_explain_shadow_needs_a_server_and_a_server_with_shadow_rules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pod_file = tmp_path / "pod.json"
+    pod_file.write_text(json.dumps(pod("web-1")))
+    local = ["explain", "--rules", str(tmp_path), "--nodes", str(EXAMPLE_NODES), "--pod", str(pod_file), "--shadow"]
+    assert main(local) == 2
+    usage = "rulesched: --shadow needs --server: locally, give the shadow rules with --rules\n"
+    assert capsys.readouterr().err == usage
+    with running(settings(tmp_path)) as server:
+        argv = ["explain", "--server", server.url, "--pod", str(pod_file), "--node-names", "k8s-node1", "--shadow"]
+        assert main(argv) == 1
+    lines = capsys.readouterr().err.splitlines()  # the server's own log lines may come first
+    assert (
+        f"rulesched: {server.url}/explain?book=shadow answered 404: the server has no shadow rules; "
+        "start it with --shadow-rules DIR"
+    ) in lines
