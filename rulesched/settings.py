@@ -132,7 +132,7 @@ class Settings(BaseSettings):
     """Most bytes the recording's segments take on disk: beyond it the oldest segments are deleted."""
     record_queue: int = Field(1024, ge=1)
     """Answered calls waiting to be written to the recording; when it is full a call is left out of the
-    recording and counted (rulesched_recording_dropped_total)."""
+    recording and counted (`rulesched_recording_calls_total{result="dropped"}`)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

@@ -268,3 +268,21 @@ def test_explain_shadow_needs_a_server_and_a_server_with_shadow_rules(
         f"rulesched: {server.url}/explain?book=shadow answered 404: the server has no shadow rules; "
         "start it with --shadow-rules DIR"
     ) in lines
+
+
+def test_a_recording_of_the_traffic_replayed_against_the_shadow_rules_counts_what_shadow_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shadow_dir = rules_dir(tmp_path / "shadow", SHADOW)
+    options = settings(tmp_path, shadow_rules_dir=shadow_dir, record_dir=tmp_path / "recording")
+    with running(options) as server, httpx.Client(base_url=server.url) as client:
+        answers(server, traffic())
+        summary = compared(client, 8)
+    capsys.readouterr()
+    assert main(["replay", str(tmp_path / "recording"), "--rules", str(shadow_dir), "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["feasibleChanged"] == summary["comparisons"]["filter"]["differs"] == 4
+    assert report["unschedulable"] == summary["unschedulable"]["pods"] == 1
+    assert report["topNodeChanged"] == summary["topNodeChanges"] == 4
+    rejections = {row["rule"]: row["after"] for row in report["rejections"]}
+    assert rejections == summary["rejections"]["shadow"]
