@@ -51,7 +51,7 @@ def test_the_same_rules_change_nothing(
     recording: Path, books: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     found = report(capsys, recording, "--rules", str(books["live"]))
-    assert found["requests"] == {"filter": 4, "prioritize": 4}
+    assert found["requests"] == {"filter": 4, "prioritize": 4, "skipped": 0}
     assert found["pods"] == 4
     assert (found["feasibleChanged"], found["unschedulable"], found["topNodeChanged"]) == (0, 0, 0)
     assert found["examples"] == []
@@ -65,7 +65,7 @@ def test_the_json_report_of_the_shadow_rules(
     assert found == {
         "recording": {"path": str(recording), "segments": 1, "truncatedSegments": []},
         "rules": {"new": str(books["shadow"]), "baseline": "the recorded decisions"},
-        "requests": {"filter": 4, "prioritize": 4},
+        "requests": {"filter": 4, "prioritize": 4, "skipped": 0},
         "pods": 4,
         "feasibleChanged": 4,
         "unschedulable": 1,
@@ -208,7 +208,7 @@ def test_a_segment_cut_short_is_read_up_to_where_it_ends(
     (cut / "segment-000001.jsonl").write_bytes(data[: last_call + 40])  # uncompressed segments are read too
     found = report(capsys, cut, "--rules", str(books["live"]))
     assert found["recording"]["truncatedSegments"] == ["segment-000001.jsonl"]
-    assert found["requests"] == {"filter": 4, "prioritize": 3}
+    assert found["requests"] == {"filter": 4, "prioritize": 3, "skipped": 0}
 
 
 def test_a_missing_recording_is_a_clear_error(
@@ -254,3 +254,21 @@ def test_a_pod_not_in_the_recording_is_named_with_the_ones_that_are(
         f"rulesched: {recording}: no filter call of pod default/nope "
         "(pods in it: default/web-1, default/web-2, default/web-3, default/job-1)\n"
     )
+
+
+def test_calls_cut_short_by_the_deadline_are_skipped_against_the_recorded_decisions(
+    recording: Path, books: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    lines = gzip.decompress(_segment(recording).read_bytes()).splitlines(keepends=True)
+    first_call = next(i for i, line in enumerate(lines) if b'"type":"call"' in line)
+    call = json.loads(lines[first_call])
+    call["decision"]["deadlineExceeded"] = True  # as the extender records a call its deadline cut short
+    lines[first_call] = json.dumps(call).encode() + b"\n"
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "segment-000001.jsonl").write_bytes(b"".join(lines))
+    found = report(capsys, tmp_path / "cut", "--rules", str(books["shadow"]))
+    assert found["requests"] == {"filter": 3, "prioritize": 4, "skipped": 1}
+    assert found["feasibleChanged"] == 3  # web-1's only filter call was skipped
+    # against old rules it is decided again like any other call
+    found = report(capsys, tmp_path / "cut", "--rules", str(books["shadow"]), "--baseline", str(books["live"]))
+    assert found["requests"] == {"filter": 4, "prioritize": 4, "skipped": 0}

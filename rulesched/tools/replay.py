@@ -6,6 +6,8 @@ evaluated the same way. The impact counts pods, not calls (kube-scheduler retrie
 feasible set changed when any of its filter calls passes other nodes; it becomes unschedulable when a
 filter call that let some node pass lets none; its top node changed when a prioritize call ranks another
 node first (best score, ties by name). Rejections are counted per Enforce filter over every filter call.
+A call the request deadline cut short is skipped (and counted) when compared with the recorded decisions:
+what it answered was its rules' failurePolicy, not their decision.
 """
 
 from __future__ import annotations
@@ -146,6 +148,9 @@ def replay(calls: Iterable[Call], new: RuleBook, baseline: RuleBook | None) -> I
     impact = Impact()
     for call in calls:
         if call.verb not in ("filter", "prioritize"):
+            continue
+        if baseline is None and call.decision.get("deadlineExceeded"):
+            impact.requests["skipped"] += 1  # its rules did not all run: the recorded answer is no baseline
             continue
         before = recorded(call) if baseline is None else decided(baseline, call)
         impact.add(call, before, decided(new, call))

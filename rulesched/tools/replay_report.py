@@ -72,7 +72,11 @@ def report(
             "truncatedSegments": list(recording.truncated),
         },
         "rules": dict(rules),
-        "requests": {"filter": impact.requests["filter"], "prioritize": impact.requests["prioritize"]},
+        "requests": {
+            "filter": impact.requests["filter"],
+            "prioritize": impact.requests["prioritize"],
+            "skipped": impact.requests["skipped"],
+        },
         "pods": counts["pods"],
         "feasibleChanged": counts["feasible_changed"],
         "unschedulable": counts["unschedulable"],
@@ -104,6 +108,8 @@ def render_text(found: Mapping[str, Any]) -> str:
         f"pods that become schedulable:     {found['schedulableAgain']}",
         f"pods whose top node changes:      {found['topNodeChanged']}",
     ]
+    if requests["skipped"]:
+        lines.append(f"skipped: {requests['skipped']} calls cut short by the request deadline when recorded")
     if recording["truncatedSegments"]:
         lines.append(f"cut short (read up to where they end): {', '.join(recording['truncatedSegments'])}")
     if found["rejections"]:
