@@ -15,10 +15,11 @@ other's cached results in one node context, and no cache is shared between two t
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -159,7 +160,7 @@ class Shadow:
         book = self.store.book
         if book is None:
             raise LookupError("the shadow rules have not loaded")
-        work = lambda: self._evaluate(book, "explain", answered, answered.contexts)  # noqa: E731
+        work = functools.partial(self._evaluate, book, "explain", answered, answered.contexts)
         return await asyncio.get_running_loop().run_in_executor(self.executor, work)
 
     def status(self) -> dict[str, Any]:
@@ -185,7 +186,7 @@ def _log(comparison: Comparison, live: int, shadow: int) -> None:
     if not log.isEnabledFor(logging.INFO):
         return
     pod = comparison.pod
-    fields: Mapping[str, Any] = {
+    fields: dict[str, Any] = {
         "pod": pod,
         "verb": comparison.verb,
         "shadow": True,
@@ -195,4 +196,4 @@ def _log(comparison: Comparison, live: int, shadow: int) -> None:
         "shadowBook": {"generation": shadow, "passed": comparison.shadow_passed, "top": comparison.shadow_top},
     }
     message = "shadow %s %s/%s differs on %d nodes"
-    log.info(message, comparison.verb, pod["namespace"], pod["name"], len(comparison.nodes), extra=dict(fields))
+    log.info(message, comparison.verb, pod["namespace"], pod["name"], len(comparison.nodes), extra=fields)
