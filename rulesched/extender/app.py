@@ -180,6 +180,11 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
     async def rules(request: Request) -> Response:
         return json_response({**rules_status(store), "sources": sources_status(cluster)})
 
+    async def shadow(request: Request) -> Response:
+        if extender.shadow is None:
+            return error_response(404, "no shadow rules: start rulesched serve with --shadow-rules DIR")
+        return json_response(extender.shadow.status())
+
     async def prometheus(request: Request) -> Response:
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
@@ -196,6 +201,7 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
         Route("/readyz", readyz),
         Route("/rules", rules),
         Route("/metrics", prometheus),
+        Route("/shadow", shadow),
     ]
     app = Starlette(routes=app_routes)
     app.state.extender = extender

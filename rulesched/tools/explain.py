@@ -55,9 +55,12 @@ def extender_args(
     return {"Pod": pod, "Nodes": None, "NodeNames": list(names or [])}
 
 
-def explain_remote(url: str, body: Mapping[str, Any], timeout: float = SERVER_TIMEOUT) -> dict[str, Any]:
-    """POST `body` to the server's /explain and return its report."""
-    target = url.rstrip("/") + "/explain"
+def explain_remote(
+    url: str, body: Mapping[str, Any], timeout: float = SERVER_TIMEOUT, *, book: str = "live"
+) -> dict[str, Any]:
+    """POST `body` to the server's /explain and return its report: the live rules' decision, or with
+    `book="shadow"` the shadow rules' (`rulesched serve --shadow-rules`)."""
+    target = url.rstrip("/") + "/explain" + ("?book=shadow" if book == "shadow" else "")
     request = urllib.request.Request(
         target, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
     )
@@ -73,9 +76,11 @@ def explain_remote(url: str, body: Mapping[str, Any], timeout: float = SERVER_TI
 
 
 def _http_error(target: str, error: urllib.error.HTTPError) -> str:
+    detail = error.read().decode("utf-8", "replace").strip()
+    if error.code == 404 and "shadow" in detail:
+        return f"{target} answered 404: the server has no shadow rules; start it with --shadow-rules DIR"
     if error.code == 404:
         return f"{target} answered 404: explain is disabled; start the server with --enable-explain"
-    detail = error.read().decode("utf-8", "replace").strip()
     return f"{target} answered HTTP {error.code}" + (f": {detail[:500]}" if detail else "")
 
 
