@@ -465,6 +465,10 @@ DOCUMENTED: list[Case] = [
     ("optional.ofNonZeroValue('x').value()", "x"),
     ("optional.none().value()", Error("")),
     ("optional.of(1)", Error("no plain form")),
+    ("[?optional.of(1), 2, ?optional.none()]", [1, 2]),
+    ("{?'a': optional.none(), 'b': 1}", {"b": 1}),
+    ("{'a': [?{'x': 1}[?'y'], ?{'x': 1}[?'x']]}", {"a": [1]}),
+    ("{'k': 1, ?'k': optional.of(2)}", Error("duplicate key in map")),
     # two-variable comprehensions
     ("[1, 2, 3].all(i, v, v > i)", True),
     ("[1, 2, 3].exists(i, v, i == 2 && v == 3)", True),

@@ -8,8 +8,8 @@ Each rewrite is exact (the same value and the same errors) and is made from the 
   one-variable ones over `rulesched_keys(…)` (libs/comprehensions.py);
 - for celpy, namespaced library functions (`sets.contains(…)` → `sets__contains(…)`), a member
   function that has a global twin (`cidr(c).ip()` → `.ip__member()`), `cel.bind(x, i, e)` →
-  `[i].map(x, e)[0]`, and the optional syntax (`m[?k]`, `x.?f`) → `optional__index(m, k)`,
-  `optional__field(x, 'f')`.
+  `[i].map(x, e)[0]`, and the optional syntax (`m[?k]`, `x.?f`, `[?o]`, `{?k: o}`) →
+  `optional__index(m, k)`, `optional__field(x, 'f')`, `optional__list(…)`, `optional__map(…)`.
 An expression the grammar cannot parse is left as it is: its compilation reports the error.
 """
 
@@ -192,7 +192,41 @@ def for_celpy(source: str) -> str:
             edits += _celpy_call(source, node, depth)
         elif node.data in ("member_dot", "member_index"):
             edits += _optional_selection(source, node, depth)
+        elif node.data in ("list_lit", "map_lit"):
+            edits += _optional_entries(source, node, depth)
     return _apply(source, edits) if edits else source
+
+
+def _optional_entries(source: str, literal: lark.Tree[Any], depth: int) -> list[_Edit]:
+    """`[a, ?b]` → `optional__list([optional__of(a), b])`, `{k: v, ?k2: o}` →
+    `optional__map([k, optional__of(v), k2, o])`: the entries marked `?` are kept when they hold a value."""
+    parts = [c for c in literal.children if isinstance(c, lark.Tree)]
+    items = [c for c in parts[0].children if isinstance(c, lark.Tree)] if parts else []
+    values = items if literal.data == "list_lit" else items[1::2]
+    marks = [_marked(source, literal, items, items.index(v) - (0 if literal.data == "list_lit" else 1)) for v in values]
+    if not any(mark is not None for mark in marks):
+        return []
+    start, end = literal.meta.start_pos, literal.meta.end_pos
+    function = "optional__list" if literal.data == "list_lit" else "optional__map"
+    edits = [_Edit(start, start + 1, depth, f"{function}(["), _Edit(end - 1, end, depth, "])")]
+    if literal.data == "map_lit":
+        for key, value in zip(items[0::2], items[1::2], strict=True):
+            edits.append(_Edit(key.meta.end_pos, value.meta.start_pos, depth, ", "))
+    for value, mark in zip(values, marks, strict=True):
+        if mark is not None:
+            edits.append(_Edit(mark, mark + 1, depth, ""))
+        else:
+            edits.append(_Edit(value.meta.start_pos, value.meta.start_pos, depth, "optional__of("))
+            edits.append(_Edit(value.meta.end_pos, value.meta.end_pos, depth + 1000, ")"))
+    return edits
+
+
+def _marked(source: str, literal: lark.Tree[Any], items: list[lark.Tree[Any]], index: int) -> int | None:
+    """The position of the `?` before entry `index` (its element, or its key in a map), if it has one:
+    the grammar drops the `?` from the tree, so it is looked for between the entry and what precedes it."""
+    before = literal.meta.start_pos + 1 if index == 0 else items[index - 1].meta.end_pos
+    gap = source[before : items[index].meta.start_pos]
+    return before + gap.index("?") if "?" in gap else None
 
 
 def _celpy_call(source: str, call: lark.Tree[Any], depth: int) -> list[_Edit]:
