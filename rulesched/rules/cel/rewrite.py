@@ -80,11 +80,13 @@ def _bare_ident(node: Any) -> str | None:
     return None
 
 
-def _walk(tree: lark.Tree[Any], depth: int = 0) -> Iterator[tuple[lark.Tree[Any], int]]:
-    yield tree, depth
-    for child in tree.children:
-        if isinstance(child, lark.Tree):
-            yield from _walk(child, depth + 1)
+def _walk(tree: lark.Tree[Any]) -> Iterator[tuple[lark.Tree[Any], int]]:
+    """Every node with its depth, without recursion (a long `a + b + …` is a deep tree)."""
+    pending = [(tree, 0)]
+    while pending:
+        node, depth = pending.pop()
+        yield node, depth
+        pending.extend((child, depth + 1) for child in reversed(node.children) if isinstance(child, lark.Tree))
 
 
 def rewritten(source: str) -> str:
