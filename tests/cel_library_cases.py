@@ -502,4 +502,8 @@ DOCUMENTED: list[Case] = [
     ("cidr('10.0.0.0/33')", Refused("invalid cidr literal")),
     ("semver('v1.0', true) == semver('1.0.0')", True),
     ("ip(dyn('nope'))", Error(_IP_PARSE)),
+    # a library call no overload fits, at run time: the same words on both engines
+    ("ip(dyn(1))", Error("No matching overloads found : ip(int64)")),
+    ("dyn(1).family()", Error("No matching overloads found : (int64).family()")),
+    ("'a'.charAt(dyn('x'))", Error("No matching overloads found : (string).charAt(string)")),
 ]
