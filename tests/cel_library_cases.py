@@ -331,7 +331,14 @@ DOCUMENTED: list[Case] = [
     ("'x'.matches('(')", Refused("invalid regular expression literal")),
     ("'abc'.matches('a(?=b)')", Refused("invalid perl operator")),
     ("'abc'.find('(?<=a)b')", Refused("invalid perl operator")),
-    # urls
+    # urls (the examples of k8s.io/apiserver/pkg/cel/library/urls.go)
+    ("url('https://user:pass@example.com:80/path?query=val#fragment').getQuery()", {"query": ["val"]}),
+    ("url('https://example.com/path#fragment').getEscapedPath()", "/path"),
+    ("url('https://a:b:c/')", Refused("invalid port")),
+    ("url('https://example.com/').getScheme()", "https"),
+    ("url('https://example.com/').getHost()", "example.com"),
+    ("url('https://127.0.0.1:80/').getHostname()", "127.0.0.1"),
+    ("url('//host/path').getHost()", "host"),
     ("url('https://example.com/path').getScheme()", "https"),
     ("url('/absolute-path').getScheme()", ""),
     ("url('https://example.com:80/').getHost()", "example.com:80"),
