@@ -130,7 +130,7 @@ def _parse(text: str, via_request: bool) -> Url:
         if via_request or not rest:
             raise _fail(text, "invalid URI for request")
     host = ""
-    if (scheme or not via_request and not rest.startswith("///")) and rest.startswith("//"):
+    if (scheme or (not via_request and not rest.startswith("///"))) and rest.startswith("//"):
         authority, slash, path = rest[2:].partition("/")
         host, rest = _host(text, authority), slash + path
     try:
