@@ -2,7 +2,7 @@
 
 Each rewrite is exact (the same value and the same errors) and is made from the parse tree of
 `analysis` (positions of its nodes), never from patterns over the text:
-- for both engines, `l.min()` and `l.max()` (libs/lists.py), Kubernetes' format library
+- for both engines, `l.min()`, `l.max()` and `l.sum()` (libs/lists.py), Kubernetes' format library
   (libs/formats.py), and two-variable comprehensions (`m.all(k, v, p)`, `exists`, `existsOne`,
   `transformList`, `transformMap`, `transformMapEntry`), which neither engine has, become
   one-variable ones over `rulesched_keys(…)` (libs/comprehensions.py);
@@ -26,7 +26,7 @@ from rulesched.rules.cel.analysis import syntax_tree
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.libs.comprehensions import ENTRIES, KEYS, ZIP
 from rulesched.rules.cel.libs.formats import ERRORS, IS_FORMAT
-from rulesched.rules.cel.libs.lists import ARGMAX, ARGMIN
+from rulesched.rules.cel.libs.lists import ARGMAX, ARGMIN, SUM, SUM_IS_DURATION, SUM_NANOS
 
 NAMESPACED = frozenset(o.function for o in OVERLOADS if "." in o.function) | frozenset(
     {"optional.of", "optional.none", "optional.ofNonZeroValue"}
@@ -101,6 +101,8 @@ def rewritten(source: str) -> str:
             edits += _two_variable(node, depth, next(counter))
         elif node.data == "member_dot_arg" and str(node.children[1]) in ("min", "max") and not _arguments(node):
             edits += _extreme(node, depth, next(counter))
+        elif node.data == "member_dot_arg" and str(node.children[1]) == "sum" and not _arguments(node):
+            edits += _sum(node, depth, next(counter))
         elif node.data == "member_dot_arg" and str(node.children[1]) in ("validate", "named"):
             edits += _format_call(node, depth, next(counter))
     return _apply(source, edits) if edits else source
@@ -144,6 +146,21 @@ def _extreme(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
     return [
         _Edit(receiver.meta.start_pos, receiver.meta.start_pos, depth, f"cel.bind({name}, "),
         _Edit(receiver.meta.end_pos, call.meta.end_pos, depth, f", {name}[{function}({name})])"),
+    ]
+
+
+def _sum(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
+    """`l.sum()`: a number, or for durations one made from their nanoseconds."""
+    receiver, name = call.children[0], f"__rulesched_s{number}"
+    durations = f"dyn(duration(string({SUM_NANOS}({name})) + 'ns'))"
+    return [
+        _Edit(receiver.meta.start_pos, receiver.meta.start_pos, depth, f"cel.bind({name}, "),
+        _Edit(
+            receiver.meta.end_pos,
+            call.meta.end_pos,
+            depth,
+            f", {SUM_IS_DURATION}({name}) ? {durations} : dyn({SUM}({name})))",
+        ),
     ]
 
 
