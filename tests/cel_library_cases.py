@@ -341,8 +341,13 @@ DOCUMENTED: list[Case] = [
     ("'123 abc 456'.findAll('[0-9]+', 0)", []),
     ("'123 abc 456'.findAll('[0-9]+', -1)", ["123", "456"]),
     ("'baaac'.findAll('a*')", ["", "aaa", ""]),
+    # regex.go's examples with `[0-9]*`, as Go's regexp answers them (an empty match counts; one right
+    # after a match does not): its comments say '123' and ['123', '456'], which Go does not return
+    ("'abc 123'.find('[0-9]*')", ""),
+    ("'123 abc 456'.findAll('[0-9]*')", ["123", "", "", "", "", "456"]),
+    ("'123 abc 456'.findAll('[0-9]*', 1)", ["123"]),
     ("'abc'.matches('^a.c$')", True),
-    ("'x'.find(dyn('('))", Error("error parsing regexp")),
+    ("'x'.find(dyn('('))", Error("Illegal regex: error parsing regexp: missing )")),
     ("'x'.matches('(')", Refused("invalid regular expression literal")),
     ("'abc'.matches('a(?=b)')", Refused("invalid perl operator")),
     ("'abc'.find('(?<=a)b')", Refused("invalid perl operator")),
