@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,62 @@ def test_a_body_that_stops_arriving_is_dropped_and_the_server_keeps_answering(
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:100]
     assert b"--body-timeout" in answer
     assert client.get("/healthz").status_code == 200
+
+
+def answer_and_close(connection: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    answer = b""
+    while chunk := connection.recv(65536):
+        answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [b"", b"POST /filter HTTP/1.1\r\nHost: x\r\n", b"GET /healthz HTTP/1.1\r\n\r\n"],
+    ids=["nothing", "part of the headers", "then part of the next request"],
+)
+def test_headers_that_stop_arriving_are_answered_408_and_the_connection_closed(
+    client: httpx.Client, server: str, sent: bytes
+) -> None:
+    # uvicorn times out only idle keep-alive connections: before, these stayed open as long as the client
+    # liked, each holding a file descriptor ("slow loris"). Now the headers have --body-timeout too.
+    with raw_connection(server) as stalled:
+        stalled.sendall(sent)
+        if sent.startswith(b"GET"):
+            assert stalled.recv(65536).startswith(b"HTTP/1.1 200 ")  # a whole request is answered
+            stalled.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\n")  # and the next one stops midway
+        assert client.get("/healthz").status_code == 200
+        answer = answer_and_close(stalled)  # recv ends with b"" once the server closes
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:100]
+    assert b"request headers did not arrive within 0.5 s (--body-timeout)" in answer
+    assert client.get("/healthz").status_code == 200
+
+
+def test_a_client_that_keeps_sending_headers_slowly_is_cut_off(server: str) -> None:
+    started = time.monotonic()
+    with raw_connection(server) as trickle:
+        trickle.sendall(b"POST /filter HTTP/1.1\r\n")
+        with pytest.raises(OSError):  # closed by the server while the client still sends
+            for number in range(100):
+                trickle.sendall(f"X-Header-{number}: y\r\n".encode())
+                time.sleep(0.05)
+    assert time.monotonic() - started < 4
+
+
+def test_slow_clients_cannot_keep_others_out_for_longer_than_the_timeout() -> None:
+    # 40 stalled connections where only 30 are allowed: the scheduler gets 503s at first, then, once the
+    # stalled ones are closed at --body-timeout, answers again.
+    with running_server(config(max_connections=30, body_timeout=0.5)) as url:
+        stalled = [raw_connection(url) for _ in range(40)]
+        try:
+            for number, each in enumerate(stalled):
+                each.sendall(b"POST /filter HTTP/1.1\r\n" if number % 2 else b"")
+            with httpx.Client(base_url=url, timeout=5) as client:
+                wait_for(lambda: client.get("/healthz").status_code == 200, timeout=5, what="answers again")
+        finally:
+            for each in stalled:
+                each.close()
 
 
 def test_connections_beyond_the_limit_get_a_503_and_the_server_recovers() -> None:
