@@ -16,6 +16,13 @@ from typing import Any
 import httpx
 import pytest
 
+from rulesched.cluster import Cluster
+from rulesched.cluster.pods import PodIndex
+from rulesched.extender.observe import Observer
+from rulesched.extender.routes import Extender
+from rulesched.rules.cel import make_engine
+from rulesched.rules.decision import Decision, NodeDecision
+from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 from tests.builders import make_pod
 from tests.kubeapi import KubeAPI, wait_for
@@ -154,3 +161,27 @@ def test_placements_ranked_first_count_until_they_expire(api: KubeAPI, tmp_path:
         assert ranked_first(0) == "node-a", "asking again for the same pod replaces its own placement"
         wait_for(lambda: pods.node_pods("node-a", None).recent["count"] == 0.0, what="the placements expired")
         assert ranked_first(10) == "node-a"
+
+
+@pytest.mark.parametrize(
+    ("scores", "counted_on"),
+    [
+        ({"node-a": 3, "node-b": 7, "node-c": 5}, "node-b"),
+        ({"node-a": 7, "node-b": 7, "node-c": 5}, None),  # a tie: kube-scheduler's own scores decide
+        ({"node-a": 2, "node-b": None}, "node-a"),  # a node without a score counts as 0
+        ({"node-a": 0, "node-b": None}, None),
+        ({"node-a": None}, "node-a"),
+    ],
+)
+def test_a_pod_counts_on_the_one_node_ranked_first_and_on_none_when_tied(
+    scores: dict[str, int | None], counted_on: str | None
+) -> None:
+    index = PodIndex()
+    cluster = Cluster(nodes=None, metrics=None, binder=None, description="test", pods=index)
+    store = RuleStore([RULES], make_engine("cpp"))
+    extender = Extender(Settings(rules_dir=RULES, cluster="off"), store, cluster, Observer())
+    decision = Decision(1, [], {name: NodeDecision(name, score=score) for name, score in scores.items()})
+    pod = make_pod(name="r-0", requests={"cpu": "1"})
+    extender.reserve(pod, decision)
+    counted = {name for name in scores if index.node_pods(name, None).recent["count"] == 1.0}
+    assert counted == ({counted_on} if counted_on else set())
