@@ -17,6 +17,7 @@ import httpx
 import pytest
 import yaml
 
+from rulesched.cluster import build_cluster
 from rulesched.settings import Settings
 from tests.builders import make_node, make_pod
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, RULES
@@ -183,3 +184,22 @@ def test_preempt_takes_the_victims_out_of_allocated_and_recent(tmp_path: Path) -
         assert not kept(old), "`new` still counts in recent"
         assert kept(new)
         assert kept(old, new)
+
+
+@pytest.mark.parametrize("suffix", ["json", "yaml"])
+def test_pod_and_namespace_files_are_json_or_yaml(tmp_path: Path, suffix: str) -> None:
+    dump = json.dumps if suffix == "json" else yaml.safe_dump
+    for name, example in (("pods", EXAMPLE_PODS), ("namespaces", EXAMPLE_NAMESPACES)):
+        (tmp_path / f"{name}.{suffix}").write_text(dump(yaml.safe_load(example.read_text())))
+    settings = Settings(
+        rules_dir=RULES,
+        pods_file=tmp_path / f"pods.{suffix}",
+        namespaces_file=tmp_path / f"namespaces.{suffix}",
+        cluster="off",
+    )
+    cluster = build_cluster(settings)
+    assert cluster.pods is not None
+    assert cluster.namespaces is not None
+    assert (cluster.pods.size(), cluster.namespaces.size()) == (5, 4)
+    assert [p["metadata"]["name"] for p in cluster.pods.node_pods("k8s-node1", None).pods] == ["etl-0", "etl-1"]
+    assert (cluster.namespaces.get("ml-team") or {})["metadata"]["labels"]["pool.xy.com/target"] == "gpu"
