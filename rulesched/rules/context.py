@@ -93,16 +93,32 @@ _OWNER_FIELDS = ("apiVersion", "kind", "name", "uid", "controller")
 ANNOTATION_MAX_CHARS = 1024
 """Annotations with longer values (`kubectl.kubernetes.io/last-applied-configuration`, say) are left out of
 the views kept of pods and namespaces, so that the memory a cached pod takes is bounded."""
+VIEW_MAX_CHARS = 16_384
+"""Most characters (keys and values) of labels and annotations one view of a pod or namespace keeps: labels
+first, then annotations, each in key order; the rest are left out. Kubernetes bounds only the annotations
+(256 KiB); real pods carry well under 2 KiB of both, so this bites only objects built to be large."""
 
 
-def _short_annotations(value: object) -> dict[str, str]:
+def _strings(value: object, budget: int, longest: int = VIEW_MAX_CHARS) -> tuple[dict[str, str], int]:
+    """The string entries of a map, values of at most `longest` characters, as long as their keys and
+    values add up to at most `budget` characters; and the budget left."""
+    kept: dict[str, str] = {}
     if not isinstance(value, Mapping):
-        return {}
-    return {str(k): v for k, v in value.items() if isinstance(v, str) and len(v) <= ANNOTATION_MAX_CHARS}
+        return kept, budget
+    for key, item in sorted(value.items(), key=lambda entry: str(entry[0])):
+        if isinstance(item, str) and len(item) <= longest:
+            budget -= len(str(key)) + len(item)
+            if budget < 0:
+                return kept, 0
+            kept[str(key)] = item
+    return kept, budget
 
 
-def _labels(value: object) -> dict[str, str]:
-    return {str(k): v for k, v in value.items() if isinstance(v, str)} if isinstance(value, Mapping) else {}
+def labels_and_annotations(metadata: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """The labels and the short annotations a view keeps of `metadata`, at most VIEW_MAX_CHARS in all."""
+    labels, budget = _strings(metadata.get("labels"), VIEW_MAX_CHARS)
+    annotations, _ = _strings(metadata.get("annotations"), budget, ANNOTATION_MAX_CHARS)
+    return labels, annotations
 
 
 def pod_view(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,8 +128,7 @@ def pod_view(pod: Mapping[str, Any]) -> dict[str, Any]:
     assert isinstance(metadata, Mapping)
     assert isinstance(spec, Mapping)
     kept: dict[str, Any] = {k: metadata[k] for k in _VIEW_METADATA if k in metadata and metadata[k] is not None}
-    kept["labels"] = _labels(metadata.get("labels"))
-    kept["annotations"] = _short_annotations(metadata.get("annotations"))
+    kept["labels"], kept["annotations"] = labels_and_annotations(metadata)
     owners = metadata.get("ownerReferences")
     if isinstance(owners, list):
         kept["ownerReferences"] = [
@@ -134,13 +149,8 @@ def namespace_view(pod: Mapping[str, Any], namespace: Mapping[str, Any] | None) 
         pod_metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
         assert isinstance(pod_metadata, Mapping)
         metadata = {"name": pod_metadata.get("namespace") or "default"}
-    return {
-        "metadata": {
-            "name": str(metadata.get("name") or ""),
-            "labels": _labels(metadata.get("labels")),
-            "annotations": _short_annotations(metadata.get("annotations")),
-        }
-    }
+    labels, annotations = labels_and_annotations(metadata)
+    return {"metadata": {"name": str(metadata.get("name") or ""), "labels": labels, "annotations": annotations}}
 
 
 @dataclass(frozen=True, slots=True, eq=False)
