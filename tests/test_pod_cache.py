@@ -19,7 +19,7 @@ from rulesched.cluster.binder import ApiBinder
 from rulesched.cluster.kube import KubeAccess
 from rulesched.cluster.podcache import POD_SELECTOR, NamespaceCache, PodCache
 from rulesched.cluster.pods import PodIndex
-from rulesched.rules.context import VIEW_MAX_CHARS, namespace_view, pod_view
+from rulesched.rules.context import VIEW_MAX_CHARS, VIEW_MAX_ENTRIES, namespace_view, pod_view
 from tests.builders import make_pod
 from tests.kubeapi import KubeAPI, wait_for
 
@@ -221,6 +221,8 @@ def test_a_cached_pod_keeps_a_bounded_amount_of_labels_and_annotations() -> None
     view = pod_view(many_labels)
     assert 0 < len(view["metadata"]["labels"]) < 1000
     assert kept_chars(view) <= VIEW_MAX_CHARS
+    tiny_labels = make_pod(name="tiny", labels={f"{i:05}": "" for i in range(20_000)})
+    assert list(pod_view(tiny_labels)["metadata"]["labels"]) == [f"{i:05}" for i in range(VIEW_MAX_ENTRIES)]
     namespace = namespace_view({}, {"metadata": {"name": "big", "annotations": pod["metadata"]["annotations"]}})
     assert kept_chars(namespace) <= VIEW_MAX_CHARS
 

@@ -94,30 +94,39 @@ ANNOTATION_MAX_CHARS = 1024
 """Annotations with longer values (`kubectl.kubernetes.io/last-applied-configuration`, say) are left out of
 the views kept of pods and namespaces, so that the memory a cached pod takes is bounded."""
 VIEW_MAX_CHARS = 16_384
-"""Most characters (keys and values) of labels and annotations one view of a pod or namespace keeps: labels
-first, then annotations, each in key order; the rest are left out. Kubernetes bounds only the annotations
-(256 KiB); real pods carry well under 2 KiB of both, so this bites only objects built to be large."""
+"""Most characters (keys and values) of labels and annotations one view of a pod or namespace keeps."""
+VIEW_MAX_ENTRIES = 128
+"""Most labels and annotations, together, one view keeps (the map size the cost estimate assumes).
+
+Labels come first, then annotations, each in key order, until either bound; the rest are left out.
+Kubernetes bounds only the annotations (256 KiB); real pods carry a few dozen entries and well under 2 KiB,
+so these bite only objects built to be large."""
 
 
-def _strings(value: object, budget: int, longest: int = VIEW_MAX_CHARS) -> tuple[dict[str, str], int]:
-    """The string entries of a map, values of at most `longest` characters, as long as their keys and
-    values add up to at most `budget` characters; and the budget left."""
+def _strings(
+    value: object, room: tuple[int, int], longest: int = VIEW_MAX_CHARS
+) -> tuple[dict[str, str], tuple[int, int]]:
+    """The string entries of a map (values of at most `longest` characters) that fit in `room`: (characters
+    of keys and values, entries); and the room left."""
     kept: dict[str, str] = {}
+    chars, entries = room
     if not isinstance(value, Mapping):
-        return kept, budget
+        return kept, room
     for key, item in sorted(value.items(), key=lambda entry: str(entry[0])):
         if isinstance(item, str) and len(item) <= longest:
-            budget -= len(str(key)) + len(item)
-            if budget < 0:
-                return kept, 0
+            chars -= len(str(key)) + len(item)
+            entries -= 1
+            if chars < 0 or entries < 0:
+                return kept, (0, 0)
             kept[str(key)] = item
-    return kept, budget
+    return kept, (chars, entries)
 
 
 def labels_and_annotations(metadata: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-    """The labels and the short annotations a view keeps of `metadata`, at most VIEW_MAX_CHARS in all."""
-    labels, budget = _strings(metadata.get("labels"), VIEW_MAX_CHARS)
-    annotations, _ = _strings(metadata.get("annotations"), budget, ANNOTATION_MAX_CHARS)
+    """The labels and the short annotations a view keeps of `metadata`, within VIEW_MAX_CHARS and
+    VIEW_MAX_ENTRIES in all."""
+    labels, room = _strings(metadata.get("labels"), (VIEW_MAX_CHARS, VIEW_MAX_ENTRIES))
+    annotations, _ = _strings(metadata.get("annotations"), room, ANNOTATION_MAX_CHARS)
     return labels, annotations
 
 
