@@ -130,11 +130,16 @@ def one_megabyte_bodies() -> dict[str, bytes]:
 
 @pytest.mark.parametrize("verb", ["filter", "prioritize", "preempt"])
 @pytest.mark.parametrize("shape", sorted(one_megabyte_bodies()))
-def test_one_megabyte_of_any_shape_is_answered_without_a_5xx(client: httpx.Client, verb: str, shape: str) -> None:
+def test_one_megabyte_of_any_shape_is_answered_well_under_a_second_without_a_5xx(
+    client: httpx.Client, verb: str, shape: str
+) -> None:
     body = one_megabyte_bodies()[shape]
     assert len(body) >= MEGABYTE * 0.9
-    response = client.post(f"/{verb}", content=body, headers={"content-type": "application/json"})
-    assert response.status_code in {200, 400, 413}, response.text[:300]
+    answers = [client.post(f"/{verb}", content=body, headers={"content-type": "application/json"}) for _ in range(2)]
+    assert all(a.status_code in {200, 400, 413} for a in answers), answers[0].text[:300]
+    # Tens of milliseconds measured (limits.md); the better of two tries, under a second, leaves room for
+    # a loaded test machine (the server shares this process). Before, the repeated name took 7 s.
+    assert min(a.elapsed.total_seconds() for a in answers) < 1.0
     assert client.get("/healthz").status_code == 200
 
 
