@@ -163,6 +163,22 @@ def test_placements_ranked_first_count_until_they_expire(api: KubeAPI, tmp_path:
         assert ranked_first(10) == "node-a"
 
 
+def test_a_pod_bound_through_bind_counts_before_the_watch_shows_it(api: KubeAPI, tmp_path: Path) -> None:
+    """/bind places a pod the extender may not have ranked first (kube-scheduler's own scores broke a
+    tie, say): it counts in `recent` on its node at once, not only once the pod watch shows it bound."""
+    steady_metrics(api)
+    with running(settings(api, tmp_path, founding_rules(tmp_path, False))) as server:
+        pods = server.parts.cluster.pods
+        assert pods is not None
+        wait_for(pods.ready, what="the pod cache")
+        pods.stop()  # the watch falls behind: only the binding itself can count the pod
+        api.add_pod("fx-alpha", "tied-0", "uid-tied-0", cpu="1")
+        body = {"PodName": "tied-0", "PodNamespace": "fx-alpha", "PodUID": "uid-tied-0", "Node": "node-c"}
+        assert httpx.post(f"{server.url}/bind", json=body).json() == {"Error": ""}
+        assert pods.node_pods("node-c", None).recent["count"] == 1.0
+        assert httpx.get(f"{server.url}/rules").json()["sources"]["pods"]["pendingPlacements"] == 1
+
+
 @pytest.mark.parametrize(
     ("scores", "counted_on"),
     [
