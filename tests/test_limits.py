@@ -105,6 +105,14 @@ def test_keys_that_differ_only_in_case_are_a_400(client: httpx.Client, first: st
     assert f"keys that differ only in case: {first!r} and {second!r}" in reason
 
 
+def test_node_list_keys_are_read_as_go_reads_them(client: httpx.Client) -> None:
+    # Go decodes `Items` into NodeList.Items as it does `items`; both at once would overwrite each other.
+    body = full([node("k8s-node1")]) | {"Nodes": {"Items": [node("k8s-node1")]}}
+    assert client.post("/filter", json=body).json()["Nodes"]["items"][0]["metadata"]["name"] == "k8s-node1"
+    both = full([node("k8s-node1")]) | {"Nodes": {"items": [node("k8s-node1")], "Items": [node("k8s-node2")]}}
+    assert "Nodes has keys that differ only in case" in error(client.post("/filter", json=both), 400)
+
+
 def test_victim_keys_that_differ_only_in_case_are_a_400(client: httpx.Client) -> None:
     victims = {"k8s-node1": {"Pods": [], "pods": [{"UID": "u"}], "NumPDBViolations": 0}}
     response = client.post("/preempt", json={"Pod": POD, "NodeNameToMetaVictims": victims})
