@@ -164,18 +164,29 @@ def test_placements_ranked_first_count_until_they_expire(api: KubeAPI, tmp_path:
 
 
 def test_a_pod_bound_through_bind_counts_before_the_watch_shows_it(api: KubeAPI, tmp_path: Path) -> None:
-    """/bind places a pod the extender may not have ranked first (kube-scheduler's own scores broke a
-    tie, say): it counts in `recent` on its node at once, not only once the pod watch shows it bound."""
-    steady_metrics(api)
+    """A tie at the top of /prioritize counts the pod nowhere (kube-scheduler's own scores pick the node);
+    the /bind that follows counts it, with its requests, on that node at once, not only once the pod
+    watch shows it bound."""
+    for node in ("node-a", "node-b"):
+        api.set_usage(node, "1", "1Gi", age=20)
     with running(settings(api, tmp_path, founding_rules(tmp_path, False))) as server:
         pods = server.parts.cluster.pods
         assert pods is not None
         wait_for(pods.ready, what="the pod cache")
+        samples = server.parts.cluster.metrics
+        assert samples is not None
+        wait_for(lambda: samples.usage("node-b") is not None, what="metrics")
         pods.stop()  # the watch falls behind: only the binding itself can count the pod
         api.add_pod("fx-alpha", "tied-0", "uid-tied-0", cpu="1")
-        body = {"PodName": "tied-0", "PodNamespace": "fx-alpha", "PodUID": "uid-tied-0", "Node": "node-c"}
+        pod = make_pod(name="tied-0", namespace="fx-alpha", requests={"cpu": "1"})
+        pod["metadata"]["uid"] = "uid-tied-0"
+        scores = httpx.post(f"{server.url}/prioritize", json={"Pod": pod, "NodeNames": ["node-a", "node-b"]}).json()
+        assert scores[0]["Score"] == scores[1]["Score"]
+        assert pods.node_pods("node-b", None).recent["count"] == 0.0, "a tie places the pod nowhere"
+        body = {"PodName": "tied-0", "PodNamespace": "fx-alpha", "PodUID": "uid-tied-0", "Node": "node-b"}
         assert httpx.post(f"{server.url}/bind", json=body).json() == {"Error": ""}
-        assert pods.node_pods("node-c", None).recent["count"] == 1.0
+        recent = pods.node_pods("node-b", None).recent
+        assert (recent["count"], recent["requests"]["cpu"]) == (1.0, 1.0)
         assert httpx.get(f"{server.url}/rules").json()["sources"]["pods"]["pendingPlacements"] == 1
 
 

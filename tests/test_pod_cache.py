@@ -233,3 +233,15 @@ def test_an_ordinary_pod_keeps_every_label_and_short_annotation() -> None:
     view = pod_view(pod)
     assert view["metadata"]["labels"] == {"app": "web", "pod-template-hash": "5d8f7c9b4"}
     assert view["metadata"]["annotations"] == {"team": "ml"}
+
+
+def test_a_binding_counts_the_requests_of_a_pod_ranked_with_a_tie_and_those_views_are_bounded() -> None:
+    index = PodIndex(max_pending=2)
+    for number in range(3):
+        index.ranked(make_pod(name=f"p{number}", requests={"cpu": "1"}))  # ties: no node ranked first
+    assert index.pending() == 0
+    for number in (0, 2):  # a binding names the pod only
+        named = {"namespace": "default", "name": f"p{number}", "uid": f"uid-default-p{number}"}
+        index.reserve({"metadata": named}, "node-a")
+    recent = index.node_pods("node-a", None).recent
+    assert (recent["count"], recent["requests"]["cpu"]) == (2.0, 1.0), "p0's view was the oldest of three: forgotten"

@@ -238,7 +238,8 @@ class Extender:
 
     def reserve(self, pod: Mapping[str, Any], decision: Decision) -> None:
         """Count the pod on the node this extender ranked first, when one node alone has the top score
-        (with ties, kube-scheduler's own scores decide), until the pod watch shows where it went."""
+        (with ties, kube-scheduler's own scores decide: the pod is counted when /bind names its node),
+        until the pod watch shows where it went."""
         if self.cluster.pods is None or not decision.nodes:
             return
         # Every prioritize call pays for this over all its candidates: C-level passes only (a loop in
@@ -250,6 +251,8 @@ class Extender:
         best = max(scores)
         if scores.count(best) == 1:
             self.cluster.pods.reserve(pod, nodes[scores.index(best)].name)
+        else:
+            self.cluster.pods.ranked(pod)
 
 
 @contextlib.contextmanager
