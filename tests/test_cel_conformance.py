@@ -1,30 +1,33 @@
 """One conformance table, run against both CEL engines: same expression, same context, same answer.
 
 Where an engine strays from the CEL spec (celpy mixes int and double; it refuses `1 == 1.0` at
-run time) the adapter corrects it, and this table is what proves it.
+run time) the adapter corrects it, and this table is what proves it. The Kubernetes CEL libraries
+have a table of their own (tests/cel_library_cases.py: Kubernetes' library test cases, ported, and
+the documentation's examples), run on both engines in process and through `rulesched eval`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import gc
+import json
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, VariableSource, make_engine
+from rulesched.cli import main
+from rulesched.rules.cel import ENGINE_NAMES, CelCompileError, CelEvalError, Engine, VariableSource, make_engine
+from rulesched.rules.errors import LoadError, RulesLoadFailed
+from rulesched.rules.loader import load_rule_book
+from tests.builders import rule_set, write_rules
+from tests.cel_library_cases import DOCUMENTED, KUBERNETES, KUBERNETES_DIFFERENCES, Error, Refused
+from tests.test_docs import CONSOLE_BLOCKS, Block, console_session
+from tests.test_docs import run as run_command
 
 NOW = datetime.datetime(2026, 11, 22, 1, 0, tzinfo=datetime.UTC)
-
-
-class Error:
-    """The expected outcome is an evaluation error whose text contains `fragment` (case-insensitive)."""
-
-    def __init__(self, fragment: str = "") -> None:
-        self.fragment = fragment.lower()
-
-    def __repr__(self) -> str:
-        return f"Error({self.fragment!r})"
 
 
 CONTEXT: dict[str, Any] = {
@@ -101,6 +104,9 @@ TABLE: list[tuple[str, Any]] = [
     ("pod.metadata.name.matches('^web-[0-9]+$')", True),
     ("pod.metadata.namespace.contains('ho')", True),
     ("pod.metadata.name.find('[0-9]+')", "1"),
+    ("'a' + 'a' == 'aa'", True),
+    ("[1] + [2] == [1, 2]", True),
+    ("pod.metadata.name + '!' == 'web-1!'", True),
     # cross-type numeric comparisons, as Kubernetes CEL has them (arithmetic still does not mix)
     ("1 < 1.5", True),
     ("1 == 1.0", True),
@@ -121,7 +127,7 @@ TABLE: list[tuple[str, Any]] = [
     ("quantity('1e3').asInteger()", 1000),
     ("isQuantity('1Gi')", True),
     ("isQuantity('1K')", False),
-    ("quantity('1K')", Error("invalid quantity")),
+    ("quantity(dyn('1K'))", Error("invalid quantity")),
     ("quantity('1.5').asInteger()", Error("not an integer")),
 ]
 
@@ -235,3 +241,134 @@ def test_errors_returned_in_place_leave_no_reference_cycle() -> None:
         gc.set_debug(0)
         gc.garbage.clear()
     assert left == [], "a CelEvalError was only freed by the garbage collector"
+
+
+# The Kubernetes CEL libraries (tests/cel_library_cases.py)
+
+LIBRARY_CASES = [case for cases in KUBERNETES.values() for case in cases] + DOCUMENTED
+
+
+def outcome(engine: Engine, source: str) -> Any:
+    """The value of `source`, or the error it gives at load (`CelCompileError`) or at run time."""
+    try:
+        return run(engine, source, CONTEXT)
+    except CelCompileError as error:
+        return error
+
+
+def assert_outcome(engine: Engine, source: str, result: Any, expected: Any) -> None:
+    if isinstance(expected, Refused):
+        assert isinstance(result, CelCompileError), f"{engine.name}: {source} gave {result!r}, want a load error"
+        assert expected.fragment in result.message.lower(), result.message
+    elif isinstance(expected, Error):
+        assert isinstance(result, CelEvalError), f"{engine.name}: {source} gave {result!r}, want an error"
+        assert expected.fragment in str(result).lower(), str(result)
+    else:
+        assert not isinstance(result, Exception), f"{engine.name}: {source} failed: {result}"
+        assert result == expected
+        assert type(result) is type(expected)
+
+
+@pytest.mark.parametrize(("source", "expected"), LIBRARY_CASES, ids=[source for source, _ in LIBRARY_CASES])
+def test_kubernetes_library_function(engine: Engine, source: str, expected: Any) -> None:
+    assert_outcome(engine, source, outcome(engine, source), expected)
+
+
+@pytest.mark.parametrize("source", sorted(KUBERNETES_DIFFERENCES))
+def test_where_rulesched_differs_from_kubernetes_both_engines_agree(engine: Engine, source: str) -> None:
+    """The library types are strings here (docs/rules/functions.md): the few ported Kubernetes cases that
+    look at the type itself answer as documented, alike on both engines."""
+    answer, _ = KUBERNETES_DIFFERENCES[source]
+    assert_outcome(engine, source, outcome(engine, source), answer)
+
+
+def eval_answer(capsys: pytest.CaptureFixture[str], source: str, engine_name: str) -> dict[str, Any]:
+    main(["eval", source, "--cel-engine", engine_name, "--output", "json"])
+    answer: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return answer
+
+
+def expected_answer(expected: Any) -> tuple[str, Any]:
+    if isinstance(expected, Refused):
+        return "compile", expected.fragment
+    if isinstance(expected, Error):
+        return "runtime", expected.fragment
+    return "value", expected
+
+
+@pytest.mark.parametrize("engine_name", ENGINE_NAMES)
+def test_the_library_table_through_rulesched_eval(capsys: pytest.CaptureFixture[str], engine_name: str) -> None:
+    """What a rule author sees with `rulesched eval --output json` is the table's answer, on each engine."""
+    for source, expected in LIBRARY_CASES:
+        answer = eval_answer(capsys, source, engine_name)
+        kind, want = expected_answer(expected)
+        if kind == "value":
+            assert answer == {"value": json.loads(json.dumps(want))}, source  # JSON's keys are strings
+        else:
+            assert answer["error"]["kind"] == kind, (source, answer)
+            assert want in answer["error"]["message"].lower(), (source, answer)
+
+
+CATASTROPHIC = "^(a+)+$"
+"""Exponential for a backtracking matcher on 'aaa…a!'; linear for RE2."""
+
+
+@pytest.mark.parametrize("function", ["find", "matches", "findAll"])
+def test_a_catastrophic_regex_is_linear_on_both_engines(engine: Engine, function: str) -> None:
+    """A pod label is chosen by whoever creates the pod: 'a' x 10,000 then '!' must not stall a request."""
+    program = engine.compile(f"pod.metadata.labels.app.{function}('{CATASTROPHIC}')")
+    pod = {"metadata": {"labels": {"app": "a" * 10_000 + "!"}}}
+    bindings = engine.bindings({"pod": engine.convert(pod)})
+    started = time.perf_counter()
+    result = program.evaluate(bindings)
+    assert time.perf_counter() - started < 0.5
+    assert result in ("", False, [])
+
+
+@pytest.mark.parametrize("pattern", ["a(?=b)", "a(?!b)", "(?<=a)b", "(a)\\\\1"])
+def test_lookaround_and_backreferences_are_load_errors(engine: Engine, pattern: str) -> None:
+    with pytest.raises(CelCompileError, match="invalid regular expression literal"):
+        engine.compile(f"'ab'.matches('{pattern}')")
+
+
+def test_a_literal_that_can_never_work_is_a_load_error_at_its_line(tmp_path: Path, engine: Engine) -> None:
+    spec = (
+        "filters:\n- name: bad-regex\n  expression: |\n"
+        "    node.metadata.name != '' &&\n      node.metadata.name.matches('(')"
+    )
+    path = write_rules(tmp_path, rule_set("x", spec))
+    with pytest.raises(RulesLoadFailed) as failure:
+        load_rule_book([tmp_path], engine)
+    (error,) = failure.value.errors
+    assert "invalid regular expression literal '('" in error.message
+    expected = LoadError(
+        file=str(path),
+        message="",
+        line=8,
+        rule_set="x",
+        rule="bad-regex",
+        field="spec.filters[0].expression",
+        expression="node.metadata.name != '' &&\n  node.metadata.name.matches('(')\n",
+        position=(2, 30),
+    )
+    assert dataclasses.replace(error, message="") == expected
+
+
+def test_a_function_only_one_engine_has_is_refused_on_both(engine: Engine) -> None:
+    with pytest.raises(CelCompileError, match=r"math\.least: not available on the celpy engine"):
+        engine.compile("math.least(1, 2) == 1")
+
+
+FUNCTION_PAGE_BLOCKS = [b for b in CONSOLE_BLOCKS if b.page.name == "functions.md"]
+
+
+@pytest.mark.parametrize("block", FUNCTION_PAGE_BLOCKS, ids=str)
+def test_the_functions_page_answers_alike_on_celpy(
+    block: Block, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/rules/functions.md shows the default engine's answers (tests/test_docs.py runs them); celpy
+    gives each of them too."""
+    assert FUNCTION_PAGE_BLOCKS
+    for command, shown in console_session(block.text):
+        _, output = run_command(f"{command} --cel-engine celpy", capsys)
+        assert output.rstrip("\n") == shown, command

@@ -161,6 +161,7 @@ def test_a_pod_event_keeps_the_results_of_rules_that_read_no_pods(tmp_path: Path
         book = load_rule_book([directory], make_engine("cpp"))
         before = contexts.for_names(names)[0]
         evaluate(book, make_pod(), before)
+        memo = book.plan.memo_of[before[0]]
         bound = make_pod(name="other")
         bound["metadata"]["uid"] = "uid-other"
         bound["spec"]["nodeName"] = "k8s-node1"
@@ -169,5 +170,23 @@ def test_a_pod_event_keeps_the_results_of_rules_that_read_no_pods(tmp_path: Path
         assert after[1] is before[1], "a node without pod events keeps its context"
         assert after[0] is not before[0]
         assert after[0].pods.allocated["pods"] == 1.0
-        assert (after[0].memo is before[0].memo) is kept
         assert evaluate(book, make_pod(), after).nodes["k8s-node1"].passed
+        assert (book.plan.memo_of[after[0]] is memo) is kept
+        assert before[0] not in book.plan.memo_of, "the plan keeps one memo per node name"
+
+
+def test_the_plan_keeps_one_memo_per_node_name(tmp_path: Path) -> None:
+    """Each pod event gives its node a new context; the plan's memos do not pile up with them."""
+    nodes = FileNodeSource(EXAMPLE_NODES)
+    names = ["k8s-node1", "k8s-node2"]
+    index = PodIndex()
+    contexts = NodeContexts(nodes, None, index)
+    write_rules(tmp_path, rule_set("r", "filters:\n- name: f\n  expression: allocated.pods < 300.0\n  message: full"))
+    book = load_rule_book([tmp_path], make_engine("cpp"))
+    for i in range(50):
+        bound = make_pod(name=f"p{i}")
+        bound["metadata"]["uid"] = f"uid-{i}"
+        bound["spec"]["nodeName"] = names[i % 2]
+        index.apply("ADDED", bound)
+        assert evaluate(book, make_pod(), contexts.for_names(names)[0]).nodes[names[i % 2]].passed
+    assert len(book.plan.memo_of) == 2

@@ -6,7 +6,14 @@ Markers, each on the line before a fenced block:
 - `<!-- doc-test: console -->` before ```console: `$ rulesched …` lines, each followed by exactly the
   output it prints (standard output and standard error, in that order).
 - `<!-- doc-test: rules -->` before ```yaml: a complete rule file, which must load (`rulesched check`).
+- `<!-- doc-test: excerpt PATH -->`: the block's lines stand in the repository file PATH, in that order
+  (a line's trailing comment in PATH aside).
+- `<!-- doc-test: scheduler-config -->`: a KubeSchedulerConfiguration with only fields a real scheduler reads.
+- `<!-- doc-test: ruletest-fields -->`: a RuleTest whose every field is one the RuleTest format has.
+- `<!-- doc-test: json-shape COMMAND -->`: JSON whose every key is in what `rulesched COMMAND` prints.
 - `<!-- curl-example -->` + `<!-- curl-answer -->`: a request to the README's server and its exact answer.
+- `<!-- not-run: REASON -->`: a block no test can run here (it needs a cluster, Docker, or a server's
+  history), with the reason and what tests it instead. Every fenced block carries one of these markers.
 """
 
 from __future__ import annotations
@@ -20,12 +27,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from rulesched.cli import main
 from rulesched.cli.reference import configuration_reference
 from rulesched.settings import Settings
+from rulesched.tools.ruletest_model import RuleTest
 from tests.paths import REPO
 from tests.server import running_server
+from tests.test_config_scheduler import assert_only_known_fields
 
 DOCS = REPO / "docs"
 PAGES = sorted([REPO / "README.md", *DOCS.rglob("*.md")])
@@ -78,6 +88,11 @@ def run(command: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
 SH_BLOCKS = [b for b in blocks("doc-test") if not b.marker.startswith(":")]
 CONSOLE_BLOCKS = blocks("doc-test: console")
 RULE_BLOCKS = blocks("doc-test: rules")
+EXCERPT_BLOCKS = blocks("doc-test: excerpt")
+SCHEDULER_CONFIG_BLOCKS = blocks("doc-test: scheduler-config")
+RULETEST_BLOCKS = blocks("doc-test: ruletest-fields")
+JSON_SHAPE_BLOCKS = blocks("doc-test: json-shape")
+MARKERS = ("doc-test", "curl-example", "curl-answer", "run-command", "test-command", "not-run:")
 
 
 @pytest.mark.parametrize("block", SH_BLOCKS, ids=str)
@@ -118,6 +133,59 @@ def test_documented_rule_files_load(block: Block, tmp_path: Path, capsys: pytest
     (tmp_path / "example.yaml").write_text(block.text + "\n")
     status, output = run(f"rulesched check {tmp_path}", capsys)
     assert status == 0, f"{block}:\n{output}"
+
+
+@pytest.mark.parametrize("block", EXCERPT_BLOCKS, ids=str)
+def test_documented_excerpts_stand_in_their_file(block: Block) -> None:
+    lines = iter(line.split("  # ")[0].rstrip() for line in (REPO / block.marker).read_text().splitlines())
+    for shown in block.text.splitlines():
+        assert any(line == shown for line in lines), f"{block}: {shown!r} is not in {block.marker} (in this order)"
+
+
+@pytest.mark.parametrize("block", SCHEDULER_CONFIG_BLOCKS, ids=str)
+def test_documented_scheduler_configurations_use_known_fields(block: Block) -> None:
+    assert_only_known_fields(yaml.safe_load(block.text))
+
+
+@pytest.mark.parametrize("block", RULETEST_BLOCKS, ids=str)
+def test_documented_ruletests_use_the_format_fields(block: Block) -> None:
+    RuleTest.model_validate(yaml.safe_load(block.text))
+
+
+def keys_missing(shown: object, actual: object, path: str = "") -> list[str]:
+    """The keys of `shown` (a documented JSON value, `"…"` standing for elided items) not in `actual`."""
+    if isinstance(shown, dict) and isinstance(actual, dict):
+        missing = [f"{path}.{k}" for k in shown if k not in actual]
+        return missing + [m for k in shown if k in actual for m in keys_missing(shown[k], actual[k], f"{path}.{k}")]
+    if isinstance(shown, list) and isinstance(actual, list) and actual:
+        return [m for item in shown if item != "…" for m in keys_missing(item, actual[0], f"{path}[]")]
+    return []
+
+
+@pytest.mark.parametrize("block", JSON_SHAPE_BLOCKS, ids=str)
+def test_documented_json_has_the_shape_the_command_prints(
+    block: Block, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)
+    status, output = run(block.marker, capsys)
+    assert status == 0, output
+    assert keys_missing(json.loads(block.text), json.loads(output)) == [], str(block)
+
+
+def test_the_shape_check_sees_a_key_that_is_not_printed() -> None:
+    shown = {"nodes": [{"name": "a", "scores": [{"raw": 1, "bogus": 2}]}, "…"]}
+    actual = {"nodes": [{"name": "a", "scores": [{"raw": 1}]}]}
+    assert keys_missing(shown, actual) == [".nodes[].scores[].bogus"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_fenced_block_is_run_or_says_why_not(page: Path) -> None:
+    lines = page.read_text().splitlines()
+    opening = [i for i, line in enumerate(lines) if line.startswith("```") and line != "```"]
+    unmarked = [i + 1 for i in opening if not lines[i - 1].startswith(tuple(f"<!-- {m}" for m in MARKERS))]
+    assert unmarked == [], f"{page.relative_to(REPO)}: blocks at lines {unmarked} have no doc-test or not-run marker"
+    reasons = re.findall(r"<!-- not-run:(.*?)-->", page.read_text())
+    assert all(len(r.strip()) > 10 for r in reasons), "a not-run marker says why"
 
 
 def test_the_docs_have_examples_of_every_kind() -> None:

@@ -55,10 +55,6 @@ class NodeContexts:
             if version and cached.key[1] == version and cached.key[2] == usage:
                 return cached
         built = node_context(node, usage, pods=self.node_pods(name, usage))
-        if cached is not None and cached.node is node and cached.key[2] is usage:
-            memo = cached.memo  # only the pods changed: results of rules that read none of them hold
-            if memo is not None and memo.pod_free:
-                object.__setattr__(built, "memo", memo)
         if (node.get("metadata") or {}).get("resourceVersion"):  # without one, never reused
             with self._lock:
                 if len(self._cache) >= _MAX_CACHED:

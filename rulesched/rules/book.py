@@ -10,13 +10,16 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rulesched.rules.cel import CelCompileError, Engine, Program, VariableSource
 from rulesched.rules.cel.analysis import Path, paths_of, reads
 from rulesched.rules.cel.cost import CostEstimateError, Estimate, estimate, over_limit_message
 from rulesched.rules.errors import LoadError
 from rulesched.rules.model import Filter, MatchCondition, RuleSet, Score, Variable
+
+if TYPE_CHECKING:
+    from rulesched.rules.plan import Plan  # the plan is made from compiled rules: book.py cannot import it
 
 RuleKind = Literal["matchCondition", "variable", "filter", "score"]
 
@@ -84,6 +87,8 @@ class RuleBook:
     generation: int = 1
     loaded_at: datetime.datetime = field(default_factory=lambda: datetime.datetime.now(datetime.UTC))
     files: tuple[str, ...] = ()
+    plan: Plan = field(compare=False, repr=False, kw_only=True)
+    """How the fast engine evaluates these rules, and its caches: made with the book, dropped with it."""
 
 
 LineOf = Callable[[tuple[str | int, ...]], int | None]

@@ -166,7 +166,8 @@ def namespace_view(pod: Mapping[str, Any], namespace: Mapping[str, Any] | None) 
 class NodeContext:
     """What the rules see of one node. `key` changes whenever anything in it changes.
 
-    Compared by identity: contexts are cache entries, and lists of them are searched on every request."""
+    Compared and hashed by identity: contexts are cache entries, and what the fast engine derives from one
+    (its engine values, its rules' results) is kept by the rule book's plan, keyed by the context."""
 
     name: str
     node: Mapping[str, Any]
@@ -174,12 +175,6 @@ class NodeContext:
     metrics: Mapping[str, Any]
     key: tuple[Any, ...]
     pods: NodePods = field(default_factory=lambda: EMPTY_PODS)
-    cache: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
-    """Engine-ready values derived from this snapshot, filled on first use."""
-    memo: Any = field(default=None, compare=False, hash=False, repr=False)
-    """The fast engine's memo of this snapshot for the current rule book (`rulesched.rules.plan.NodeMemo`),
-    the one field set after construction: kept here rather than in `cache` so that reaching it from a
-    candidate is one attribute read, for every candidate of every request."""
 
 
 def resource_numbers(resources: object) -> dict[str, float]:

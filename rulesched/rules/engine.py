@@ -33,9 +33,7 @@ from rulesched.rules.plan import (
     Plan,
     PodRequest,
     Rule,
-    forget,
     node_bindings,
-    plan_for,
     projection,
     remember,
     work,
@@ -74,88 +72,289 @@ def evaluate(
     Past `deadline` (a `time.monotonic()` value), every rule not yet evaluated fails with the deadline's
     error and follows its failurePolicy; the Decision says so, and the plan's caches are dropped, so that
     no result of this request is reused."""
+    request = book.plan.request(pod, now or datetime.datetime.now(datetime.UTC), namespace)
     with cel_deadline(deadline) as expiry:
-        decision = _evaluate(
-            book, pod, nodes, now=now, run_filters=run_filters, run_scores=run_scores, namespace=namespace
-        )
+        decision = Evaluation(book, request).run(nodes, filters=run_filters, scores=run_scores)
     if expiry.expired:
         decision.deadline_exceeded = True
-        forget(book)
+        book.plan.reset()
     return decision
 
 
-def _evaluate(
-    book: RuleBook,
-    pod: Mapping[str, Any],
-    nodes: Sequence[NodeContext],
-    *,
-    now: datetime.datetime | None,
-    run_filters: bool,
-    run_scores: bool,
-    namespace: Mapping[str, Any] | None,
-) -> Decision:
-    now = now or datetime.datetime.now(datetime.UTC)
-    plan = plan_for(book)
-    request = plan.request(pod, now, namespace)
-    decision = Decision(generation=book.generation, applied=[], nodes={})
-    applying = _applying(plan, request, decision)
-    decision.applied = [book.rule_sets[i].name for i in applying]
-    scores = [r for i in applying for r in plan.scores[i]]
-    if run_filters:
-        verdicts = _filter(plan, request, applying, nodes, decision, private=run_scores)
-    elif run_scores:
-        verdicts = _prioritize(plan, request, scores, nodes, _memos(plan, nodes), decision)
-    else:
-        verdicts = [NodeDecision(n.name) for n in nodes]
-    decision.nodes = {v.name: v for v in verdicts}
-    if len(decision.nodes) != len(nodes):
-        # A repeated name (kube-scheduler never sends one; the extender answers 400) is evaluated once, as
-        # its first occurrence: checked after the fact, so that the usual request pays nothing for it.
-        work()
-        distinct: dict[str, NodeContext] = {}
-        for node in nodes:
-            distinct.setdefault(node.name, node)
-        return _evaluate(
-            book,
-            pod,
-            list(distinct.values()),
-            now=now,
-            run_filters=run_filters,
-            run_scores=run_scores,
-            namespace=namespace,
-        )
-    if run_filters and run_scores:
-        work()
-        passing = [i for i, v in enumerate(verdicts) if v.passed]
-        memos = _memos(plan, [nodes[i] for i in passing])
-        _score(plan, request, scores, [nodes[i] for i in passing], memos, decision)
-    return decision
+class Candidates(NamedTuple):
+    """Candidate nodes and their memos, side by side."""
+
+    nodes: Sequence[NodeContext]
+    memos: Sequence[NodeMemo]
+
+    def subset(self, indices: Sequence[int]) -> Candidates:
+        return Candidates([self.nodes[i] for i in indices], [self.memos[i] for i in indices])
 
 
-def _memos(plan: Plan, nodes: Sequence[NodeContext]) -> list[NodeMemo]:
+class Results(NamedTuple):
+    """A program's results over some nodes, and the engine bindings each came from."""
+
+    values: Sequence[Any]
+    bindings: Sequence[Any]
+
+
+class Evaluation:
+    """One pod's evaluation against the book's plan: the Decision it fills, and the steps that fill it."""
+
+    def __init__(self, book: RuleBook, request: PodRequest) -> None:
+        self.book = book
+        self.plan = book.plan
+        self.request = request
+        self.decision = Decision(generation=book.generation, applied=[], nodes={})
+
+    def run(self, nodes: Sequence[NodeContext], *, filters: bool, scores: bool) -> Decision:
+        plan, decision = self.plan, self.decision
+        applying = self.applying()
+        decision.applied = [self.book.rule_sets[i].name for i in applying]
+        score_rules = [r for i in applying for r in plan.scores[i]]
+        if filters:
+            verdicts = self.filter(applying, nodes, private=scores)
+        elif scores:
+            verdicts = self.prioritize(score_rules, _memos(plan, nodes))
+        else:
+            verdicts = [NodeDecision(n.name) for n in nodes]
+        decision.nodes = {v.name: v for v in verdicts}
+        if len(decision.nodes) != len(nodes):
+            # A repeated name (kube-scheduler never sends one; the extender answers 400) is evaluated once, as
+            # its first occurrence: checked after the fact, so that the usual request pays nothing for it.
+            work()
+            distinct: dict[str, NodeContext] = {}
+            for node in nodes:
+                distinct.setdefault(node.name, node)
+            return Evaluation(self.book, self.request).run(list(distinct.values()), filters=filters, scores=scores)
+        if filters and scores:
+            work()
+            passing = [nodes[i] for i, v in enumerate(verdicts) if v.passed]
+            self.score(score_rules, _memos(plan, passing), decision)
+        return decision
+
+    def applying(self) -> list[int]:
+        """The rule sets whose match conditions hold, memoized by pod key; their errors recorded."""
+        plan, request = self.plan, self.request
+        key = request.key_for(plan.conditions_read_now)
+        found = plan.applying.get(key)
+        if found is None:
+            work()
+            engine = plan.engine
+            shared = {name: engine.convert(value) for name, value in request.values.items()}
+            probe = Decision(generation=0, applied=[], nodes={})
+            indices = [i for i, rs in enumerate(plan.rule_sets) if semantics.applies(rs, engine, shared, probe)]
+            found = remember(plan.applying, key, (indices, probe.errors), APPLYING_KEPT)
+        indices, errors = found
+        self.decision.errors.extend(errors)
+        return list(indices)
+
+    def filter(self, applying: Sequence[int], nodes: Sequence[NodeContext], *, private: bool) -> list[NodeDecision]:
+        """Each node's verdict, reused from the node's memo when the same rules ran for the same pod key.
+
+        Cached verdicts are shared between Decisions and never changed; `private` asks for copies that the
+        scoring step may fill in. When every candidate has its verdict, this is one lookup per node."""
+        plan, request = self.plan, self.request
+        rules = [r for i in applying for r in plan.filters[i]]
+        key = plan.key(tuple(applying), *(request.key_for(r.reads_now) for r in rules if r.per_pod))
+        # The key holds the plan's token: a memo of another plan finds nothing under it.
+        # Per node: the memo's last verdict if it is for this key, else the one kept under it, else None.
+        get = plan.memo_of.get
+        found: list[Cached | None] = [
+            memo.filtered if (memo := get(node, NO_MEMO)).filter_key is key else memo.decisions.get(key)
+            for node in nodes
+        ]
+        if not all(found):  # `None in found` compares each tuple with None: slower
+            work()
+            missing = [i for i, hit in enumerate(found) if hit is None]
+            candidates = _memos(plan, nodes).subset(missing)
+            for i, memo, built in zip(missing, candidates.memos, self.verdicts(rules, candidates), strict=True):
+                found[i] = built
+                memo.filter_key, memo.filtered = key, built
+                kept = memo.decisions  # `remember`, inlined: this runs for every candidate of a new pod
+                kept[key] = built
+                if len(kept) > NODE_MEMO_KEPT:
+                    del kept[next(iter(kept))]
+        verdicts = _collect(found, self.decision, filters=True)  # type: ignore[arg-type]  # every None replaced
+        return [_copy(v) for v in verdicts] if private else verdicts
+
+    def verdicts(self, rules: Sequence[Rule], candidates: Candidates) -> list[Cached]:
+        """The verdicts of `candidates` (none kept yet) under the filter `rules`."""
+        columns: list[Sequence[FilterOutcome]] = []
+        for rule in rules:
+            if rule.per_pod:
+                columns.append(self.per_pod_filter(rule, candidates))
+            else:
+                columns.append([memo.node_only[rule.slot] for memo in candidates.memos])  # type: ignore[index]  # kept memos have them
+        built: list[Cached] = []
+        made: dict[tuple[int, ...], Cached] = {}
+        """Verdicts by the outcomes they are made of: nodes with the same ones differ only by name."""
+        rows = zip(*columns, strict=True) if columns else itertools.repeat((), len(candidates.nodes))
+        for node, outcomes in zip(candidates.nodes, rows, strict=True):
+            key = tuple(map(id, outcomes))
+            template = made.get(key)
+            name = node.name
+            if template is None:
+                template = made[key] = _verdict(self.plan, rules, name, outcomes)
+            verdict = template[0]
+            if verdict.name != name:
+                verdict = NodeDecision(name, verdict.passed, verdict.reason, verdict.resolvable, verdict.filters)
+            built.append((verdict, template[1], template[2]))
+        return built
+
+    def per_pod_filter(self, rule: Rule, candidates: Candidates) -> list[FilterOutcome]:
+        plan, request = self.plan, self.request
+        compiled = rule.compiled
+        assert isinstance(compiled, CompiledFilter)
+        results, full = self.results(rule, compiled.program, "expression", candidates)
+        message: Program | None = compiled.message_program if full else None
+        if compiled.message_program is not None and not full and any(r is False for r in results.values):
+            message = plan.bound(compiled.message_program, rule, "message", request)
+            if message is None:  # cannot be bound: the message runs against full bindings
+                shared = self.pod_values()
+                results = Results(results.values, [_full_bindings(plan, shared, m) for m in candidates.memos])
+                message = compiled.message_program
+        names = [n.name for n in candidates.nodes]
+        return _filter_outcomes(plan, rule, names, results, message)
+
+    def results(self, rule: Rule, program: Program, kind: str, candidates: Candidates) -> tuple[Results, bool]:
+        """A per-pod program's results over `candidates`, and whether their bindings are full ones (node and
+        pod) rather than the node's alone, for a program bound to the pod.
+
+        Nodes whose values read by the rule are equal (the same zone label, say) form one group, and one
+        evaluation answers the whole group. With few groups, the pod's values are added to each group's
+        bindings; with many, the program is bound to the pod once (compiled again: worth it only then) and
+        runs over each node's kept bindings."""
+        plan, memos = self.plan, candidates.memos
+        groups = _groups(rule, candidates)
+        bound = plan.bound(program, rule, kind, self.request) if len(groups) > _FEW_GROUPS else None
+        if bound is not None:
+            bindings = [node_bindings(plan, memos[group[0]], keep=True) for group in groups]
+            results = bound.evaluate_many(bindings)
+        else:
+            shared = self.pod_values()
+            bindings = [_full_bindings(plan, shared, memos[group[0]]) for group in groups]
+            results = program.evaluate_many(bindings)
+        by_node: list[Any] = [None] * len(memos)
+        binding_of: list[Any] = [None] * len(memos)
+        for group, result, binding in zip(groups, results, bindings, strict=True):
+            for index in group:
+                by_node[index], binding_of[index] = result, binding
+        return Results(by_node, binding_of), bound is None
+
+    def pod_values(self) -> dict[str, Any]:
+        """The request's values (`pod`, `requests`, `now`) converted for the engine."""
+        engine = self.plan.engine
+        shared = {name: engine.convert(value) for name, value in self.request.values.items()}
+        shared.setdefault("requests", engine.convert({}))
+        return shared
+
+    def prioritize(self, rules: Sequence[Rule], candidates: Candidates) -> list[NodeDecision]:
+        """Scores alone (kube-scheduler's prioritize), every node a candidate. A node's verdict depends only
+        on its raw values and on each MinMax rule's range over the candidates: while those hold, the verdict
+        kept in the node's memo is reused."""
+        plan, request = self.plan, self.request
+        nodes, memos = candidates
+        columns = [self.score_outcomes(rule, candidates) for rule in rules]
+        ranges = tuple(_range(c) if _min_max(r) else None for r, c in zip(rules, columns, strict=True))
+        pods = tuple(request.key_for(r.reads_now) for r in rules if r.per_pod)
+        key = plan.key("prioritize", tuple(r.position for r in rules), pods, ranges)
+        found: list[Cached | None] = [
+            memo.scored if memo.score_key is key else memo.decisions.get(key) for memo in memos
+        ]
+        if not all(found):
+            work()
+            missing = [i for i, hit in enumerate(found) if hit is None]
+            fresh = Decision(
+                generation=0, applied=[], nodes={nodes[i].name: NodeDecision(nodes[i].name) for i in missing}
+            )
+            self.score(rules, candidates.subset(missing), fresh, ranges)
+            for i in missing:
+                verdict = fresh.nodes[nodes[i].name]
+                errors = tuple(
+                    (rule.position, RuleError(rule.rule_set, rule.compiled.name, verdict.name, score.error))
+                    for rule, score in zip(rules, verdict.scores, strict=True)
+                    if score.error is not None
+                )
+                built = found[i] = (verdict, errors, _NONE_FAILED)
+                remember(memos[i].decisions, key, built, NODE_MEMO_KEPT)
+                memos[i].score_key, memos[i].scored = key, built
+        return _collect(found, self.decision, filters=False)  # type: ignore[arg-type]
+
+    def score(
+        self,
+        rules: Sequence[Rule],
+        candidates: Candidates,
+        decision: Decision,
+        ranges: Sequence[tuple[float, float] | None] | None = None,
+    ) -> None:
+        """Score `candidates` (they passed) into their verdicts in `decision`; `ranges`, when given, are each
+        MinMax rule's range over all the candidates, of which these may be only some."""
+        nodes = candidates.nodes
+        verdicts = [decision.nodes[n.name] for n in nodes]
+        totals = [0.0] * len(nodes)
+        weights = 0.0
+        for index, rule in enumerate(rules):
+            compiled = rule.compiled
+            assert isinstance(compiled, CompiledScore)
+            outcomes = self.score_outcomes(rule, candidates)
+            decision.errors.extend(
+                RuleError(rule.rule_set, compiled.name, n.name, o.error)
+                for n, o in zip(nodes, outcomes, strict=True)
+                if o.error is not None
+            )
+            raws = [o.raw for o in outcomes]
+            if ranges is None:
+                normalized = semantics.normalize(raws, compiled.normalize)
+            else:
+                normalized = _normalized(raws, compiled.normalize, ranges[index])
+            for verdict, outcome, value in zip(verdicts, outcomes, normalized, strict=True):
+                verdict.scores.append(
+                    ScoreResult(
+                        rule.rule_set,
+                        compiled.name,
+                        compiled.enforce,
+                        compiled.weight,
+                        outcome.raw,
+                        value,
+                        outcome.error,
+                    )
+                )
+            if compiled.enforce:
+                weights += compiled.weight
+                totals = [t + compiled.weight * n for t, n in zip(totals, normalized, strict=True)]
+        if not weights:
+            for verdict in verdicts:
+                verdict.score = 0
+            return
+        for verdict, total in zip(verdicts, totals, strict=True):
+            # semantics.round_score, inlined: it runs for every candidate of every prioritize call.
+            verdict.score = min(MAX_SCORE, max(0, math.floor(round(total / weights, 9) + 0.5)))
+
+    def score_outcomes(self, rule: Rule, candidates: Candidates) -> list[ScoreOutcome]:
+        memos = candidates.memos
+        if not rule.per_pod:
+            slot = rule.slot
+            return [memo.node_only[slot] for memo in memos]  # type: ignore[index]  # kept memos have them
+        key: Hashable = (rule.position, self.request.key_for(rule.reads_now))
+        found: list[ScoreOutcome | None] = [m.per_pod.get(key) for m in memos]
+        missing = [i for i, hit in enumerate(found) if hit is None]
+        if missing:
+            work()
+            results, _ = self.results(rule, rule.compiled.program, "expression", candidates.subset(missing))
+            for i, result in zip(missing, results.values, strict=True):
+                found[i] = remember(memos[i].per_pod, key, _score_outcome(result), NODE_MEMO_KEPT)
+        return found  # type: ignore[return-value]
+
+
+def _memos(plan: Plan, nodes: Sequence[NodeContext]) -> Candidates:
     """Each node's memo for the plan; those made now get their node-only results first."""
     memos, fresh = plan.memos(nodes)
     if fresh:
-        _node_only(plan, [nodes[i] for i in fresh], [memos[i] for i in fresh])
+        _node_only(plan, Candidates(nodes, memos).subset(fresh))
         for i in fresh:
             plan.keep(nodes[i], memos[i])
-    return memos
-
-
-def _applying(plan: Plan, request: PodRequest, decision: Decision) -> list[int]:
-    """The rule sets whose match conditions hold, memoized by pod key; their errors recorded."""
-    key = request.key_for(plan.conditions_read_now)
-    found = plan.applying.get(key)
-    if found is None:
-        work()
-        engine = plan.book.engine
-        shared = {name: engine.convert(value) for name, value in request.values.items()}
-        probe = Decision(generation=0, applied=[], nodes={})
-        indices = [i for i, rs in enumerate(plan.book.rule_sets) if semantics.applies(rs, engine, shared, probe)]
-        found = remember(plan.applying, key, (indices, probe.errors), APPLYING_KEPT)
-    indices, errors = found
-    decision.errors.extend(errors)
-    return list(indices)
+    return Candidates(nodes, memos)
 
 
 _CHUNK = 32
@@ -164,8 +363,9 @@ _CHUNK = 32
 process thousands of freed activations larger."""
 
 
-def _node_only(plan: Plan, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]) -> None:
+def _node_only(plan: Plan, candidates: Candidates) -> None:
     """Every node-only result of the book for new memos, one engine call per rule and chunk of nodes."""
+    nodes, memos = candidates
     for start in range(0, len(memos), _CHUNK):
         chunk = range(start, min(start + _CHUNK, len(memos)))
         bindings = [node_bindings(plan, memos[i], keep=False) for i in chunk]
@@ -176,36 +376,32 @@ def _node_only(plan: Plan, nodes: Sequence[NodeContext], memos: Sequence[NodeMem
 
 
 def _node_only_column(plan: Plan, rule: Rule, names: Sequence[str], bindings: Sequence[Any]) -> Sequence[Any]:
-    results = rule.compiled.program.evaluate_many(bindings)
+    results = Results(rule.compiled.program.evaluate_many(bindings), bindings)
     if isinstance(rule.compiled, CompiledFilter):
-        programs = [rule.compiled.message_program] * len(names)
-        return _filter_outcomes(plan, rule, rule.compiled, names, results, bindings, programs)
-    return [_score_outcome(r) for r in results]
+        return _filter_outcomes(plan, rule, names, results, rule.compiled.message_program)
+    return [_score_outcome(r) for r in results.values]
 
 
 def _filter_outcomes(
-    plan: Plan,
-    rule: Rule,
-    compiled: CompiledFilter,
-    names: Sequence[str],
-    results: Sequence[Any],
-    bindings: Sequence[Any],
-    messages: Sequence[Program | None],
+    plan: Plan, rule: Rule, names: Sequence[str], results: Results, message_program: Program | None
 ) -> list[FilterOutcome]:
+    compiled = rule.compiled
+    assert isinstance(compiled, CompiledFilter)
     outcomes = []
     passed: FilterOutcome | None = None
     failed: dict[int, FilterOutcome] = {}
-    """Failed outcomes by binding (nodes grouped by `_run` share one) or, for a static message, all under 0."""
+    """Failed outcomes by binding (nodes grouped by `results` share one) or, for a static message, all under 0."""
     shared: dict[str, FilterOutcome] = {}
     """Outcomes without an error name no node: one object per message serves every node, and every call
-    (interned in the plan), which saves memory and lets `_verdicts` share verdicts between nodes."""
-    for name, result, binding, message_program in zip(names, results, bindings, messages, strict=True):
+    (interned in the plan), which saves memory and lets `verdicts` share verdicts between nodes."""
+    per_binding = (message_program or compiled.message_program) is not None
+    for name, result, binding in zip(names, results.values, results.bindings, strict=True):
         if result is True:
             if passed is None:
                 passed = plan.interned(_plain_outcome(rule, compiled, None))
             outcomes.append(passed)
         elif result is False:
-            key = id(binding) if (message_program or compiled.message_program) is not None else 0
+            key = id(binding) if per_binding else 0
             outcome = failed.get(key)
             if outcome is None:
                 message = semantics.filter_message(compiled, binding, message_program)
@@ -239,42 +435,6 @@ def _score_outcome(result: Any) -> ScoreOutcome:
     return ScoreOutcome(None if error else float(result), error)
 
 
-def _filter(
-    plan: Plan,
-    request: PodRequest,
-    applying: Sequence[int],
-    nodes: Sequence[NodeContext],
-    decision: Decision,
-    *,
-    private: bool,
-) -> list[NodeDecision]:
-    """Each node's verdict, reused from the node's memo when the same rules ran for the same pod key.
-
-    Cached verdicts are shared between Decisions and never changed; `private` asks for copies that the
-    scoring step may fill in. When every candidate has its verdict, this is one lookup per node."""
-    rules = [r for i in applying for r in plan.filters[i]]
-    key = plan.key(tuple(applying), *(request.key_for(r.reads_now) for r in rules if r.per_pod))
-    # The key holds the plan's token: a memo of another plan finds nothing under it.
-    # Per node: the memo's last verdict if it is for this key, else the one kept under it, else None.
-    found: list[Cached | None] = [
-        memo.filtered if (memo := node.memo or NO_MEMO).filter_key is key else memo.decisions.get(key) for node in nodes
-    ]
-    if not all(found):  # `None in found` compares each tuple with None: slower
-        work()
-        memos = _memos(plan, nodes)
-        missing = [i for i, hit in enumerate(found) if hit is None]
-        for i, built in zip(missing, _verdicts(plan, request, rules, nodes, memos, missing), strict=True):
-            found[i] = built
-            memo = memos[i]
-            memo.filter_key, memo.filtered = key, built
-            kept = memo.decisions  # `remember`, inlined: this runs for every candidate of a new pod
-            kept[key] = built
-            if len(kept) > NODE_MEMO_KEPT:
-                del kept[next(iter(kept))]
-    verdicts = _collect(found, decision, filters=True)  # type: ignore[arg-type]  # every None replaced
-    return [_copy(v) for v in verdicts] if private else verdicts
-
-
 _NONE_FAILED: frozenset[tuple[str, str, bool]] = frozenset()
 
 Failed = frozenset[tuple[str, str, bool]]
@@ -301,39 +461,6 @@ def _collect(found: Sequence[Cached], decision: Decision, *, filters: bool) -> l
     return list(map(_VERDICT, found))
 
 
-def _verdicts(
-    plan: Plan,
-    request: PodRequest,
-    rules: Sequence[Rule],
-    nodes: Sequence[NodeContext],
-    memos: Sequence[NodeMemo],
-    missing: Sequence[int],
-) -> list[Cached]:
-    columns: list[list[FilterOutcome]] = []
-    for rule in rules:
-        if rule.per_pod:
-            columns.append(
-                _per_pod_filter(plan, request, rule, [nodes[i] for i in missing], [memos[i] for i in missing])
-            )
-        else:
-            columns.append([memos[i].node_only[rule.slot] for i in missing])  # type: ignore[index]  # kept memos have them
-    built: list[Cached] = []
-    made: dict[tuple[int, ...], Cached] = {}
-    """Verdicts by the outcomes they are made of: nodes with the same ones differ only by name."""
-    rows = zip(*columns, strict=True) if columns else itertools.repeat((), len(missing))
-    for i, outcomes in zip(missing, rows, strict=True):
-        key = tuple(map(id, outcomes))
-        template = made.get(key)
-        name = nodes[i].name
-        if template is None:
-            template = made[key] = _verdict(plan, rules, name, outcomes)
-        verdict = template[0]
-        if verdict.name != name:
-            verdict = NodeDecision(name, verdict.passed, verdict.reason, verdict.resolvable, verdict.filters)
-        built.append((verdict, template[1], template[2]))
-    return built
-
-
 def _verdict(plan: Plan, rules: Sequence[Rule], name: str, outcomes: Sequence[FilterOutcome]) -> Cached:
     """One node's verdict from its filters' outcomes, with its errors and its failed rules (interned)."""
     verdict = NodeDecision(name)
@@ -349,65 +476,16 @@ def _verdict(plan: Plan, rules: Sequence[Rule], name: str, outcomes: Sequence[Fi
     return verdict, tuple(errors), plan.interned(failed)
 
 
-def _per_pod_filter(
-    plan: Plan, request: PodRequest, rule: Rule, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]
-) -> list[FilterOutcome]:
-    compiled = rule.compiled
-    assert isinstance(compiled, CompiledFilter)
-    results, bindings, full = _run(plan, request, rule, compiled.program, "expression", nodes, memos)
-    message: Program | None = compiled.message_program if full else None
-    if compiled.message_program is not None and not full and any(r is False for r in results):
-        message = plan.bound(compiled.message_program, rule, "message", request)
-        if message is None:  # cannot be bound: the message runs against full bindings
-            shared = _pod_values(plan, request)
-            bindings = [_full_bindings(plan, shared, m) for m in memos]
-            message = compiled.message_program
-    names = [n.name for n in nodes]
-    return _filter_outcomes(plan, rule, compiled, names, results, bindings, [message] * len(nodes))
-
-
-def _run(
-    plan: Plan,
-    request: PodRequest,
-    rule: Rule,
-    program: Program,
-    kind: str,
-    nodes: Sequence[NodeContext],
-    memos: Sequence[NodeMemo],
-) -> tuple[list[Any], list[Any], bool]:
-    """A per-pod program's results over `nodes`, the bindings each result came from, and whether those
-    are full bindings (node and pod) rather than the node's alone, for a program bound to the pod.
-
-    Nodes whose values read by the rule are equal (the same zone label, say) form one group, and one
-    evaluation answers the whole group. With few groups, the pod's values are added to each group's
-    bindings; with many, the program is bound to the pod once (compiled again: worth it only then) and
-    runs over each node's kept bindings."""
-    groups = _groups(rule, nodes, memos)
-    bound = plan.bound(program, rule, kind, request) if len(groups) > _FEW_GROUPS else None
-    if bound is not None:
-        bindings = [node_bindings(plan, memos[group[0]], keep=True) for group in groups]
-        results = bound.evaluate_many(bindings)
-    else:
-        shared = _pod_values(plan, request)
-        bindings = [_full_bindings(plan, shared, memos[group[0]]) for group in groups]
-        results = program.evaluate_many(bindings)
-    by_node: list[Any] = [None] * len(nodes)
-    binding_of: list[Any] = [None] * len(nodes)
-    for group, result, binding in zip(groups, results, bindings, strict=True):
-        for index in group:
-            by_node[index], binding_of[index] = result, binding
-    return by_node, binding_of, bound is None
-
-
 _FEW_GROUPS = 16
 """Up to this many groups of alike nodes, a per-pod rule runs on full bindings instead of being bound to
 the pod: binding compiles the expression again (about 0.4 ms), evaluating a group costs microseconds."""
 
 
-def _groups(rule: Rule, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]) -> list[list[int]]:
+def _groups(rule: Rule, candidates: Candidates) -> list[list[int]]:
     """Indices of the nodes that look the same to `rule`, by the projection kept in each node's memo."""
     groups: dict[bytes, list[int]] = {}
-    for index, (node, memo) in enumerate(zip(nodes, memos, strict=True)):
+    memos = candidates.memos
+    for index, (node, memo) in enumerate(zip(candidates.nodes, memos, strict=True)):
         key = memo.projections.get(rule.position)
         if key is None:
             key = memo.projections[rule.position] = projection(rule, node)
@@ -419,55 +497,13 @@ def _groups(rule: Rule, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo])
     return list(groups.values())
 
 
-def _pod_values(plan: Plan, request: PodRequest) -> dict[str, Any]:
-    """The request's values (`pod`, `requests`, `now`) converted for the engine, once per call."""
-    engine = plan.book.engine
-    shared = {name: engine.convert(value) for name, value in request.values.items()}
-    shared.setdefault("requests", engine.convert({}))
-    return shared
-
-
 def _full_bindings(plan: Plan, shared: Mapping[str, Any], memo: NodeMemo) -> Any:
-    return plan.book.engine.bindings({**memo.values, **shared})
+    return plan.engine.bindings({**memo.values, **shared})
 
 
 def _copy(verdict: NodeDecision) -> NodeDecision:
     """A verdict that scoring may fill in; its filter outcomes stay shared (never changed once made)."""
     return NodeDecision(verdict.name, verdict.passed, verdict.reason, verdict.resolvable, verdict.filters)
-
-
-def _prioritize(
-    plan: Plan,
-    request: PodRequest,
-    rules: Sequence[Rule],
-    nodes: Sequence[NodeContext],
-    memos: Sequence[NodeMemo],
-    decision: Decision,
-) -> list[NodeDecision]:
-    """Scores alone (kube-scheduler's prioritize), every node a candidate. A node's verdict depends only
-    on its raw values and on each MinMax rule's range over the candidates: while those hold, the verdict
-    kept in the node's memo is reused."""
-    columns = [_score_outcomes(plan, request, rule, nodes, memos) for rule in rules]
-    ranges = tuple(_range(c) if _min_max(r) else None for r, c in zip(rules, columns, strict=True))
-    pods = tuple(request.key_for(r.reads_now) for r in rules if r.per_pod)
-    key = plan.key("prioritize", tuple(r.position for r in rules), pods, ranges)
-    found: list[Cached | None] = [memo.scored if memo.score_key is key else memo.decisions.get(key) for memo in memos]
-    if not all(found):
-        work()
-        missing = [i for i, hit in enumerate(found) if hit is None]
-        fresh = Decision(generation=0, applied=[], nodes={nodes[i].name: NodeDecision(nodes[i].name) for i in missing})
-        _score(plan, request, rules, [nodes[i] for i in missing], [memos[i] for i in missing], fresh, ranges)
-        for i in missing:
-            verdict = fresh.nodes[nodes[i].name]
-            errors = tuple(
-                (rule.position, RuleError(rule.rule_set, rule.compiled.name, verdict.name, score.error))
-                for rule, score in zip(rules, verdict.scores, strict=True)
-                if score.error is not None
-            )
-            built = found[i] = (verdict, errors, _NONE_FAILED)
-            remember(memos[i].decisions, key, built, NODE_MEMO_KEPT)
-            memos[i].score_key, memos[i].scored = key, built
-    return _collect(found, decision, filters=False)  # type: ignore[arg-type]
 
 
 def _min_max(rule: Rule) -> bool:
@@ -489,74 +525,3 @@ def _normalized(raws: Sequence[float | None], how: str, known: tuple[float, floa
         return semantics.normalize(raws, how)
     low, high = known
     return semantics.normalize([*raws, low, high], how)[: len(raws)]
-
-
-def _score(
-    plan: Plan,
-    request: PodRequest,
-    rules: Sequence[Rule],
-    nodes: Sequence[NodeContext],
-    memos: Sequence[NodeMemo],
-    decision: Decision,
-    ranges: Sequence[tuple[float, float] | None] | None = None,
-) -> None:
-    """Score `nodes` (they passed) into their verdicts in `decision`; `ranges`, when given, are each
-    MinMax rule's range over all the candidates, of which `nodes` may be only some."""
-    verdicts = [decision.nodes[n.name] for n in nodes]
-    totals = [0.0] * len(nodes)
-    weights = 0.0
-    for index, rule in enumerate(rules):
-        compiled = rule.compiled
-        assert isinstance(compiled, CompiledScore)
-        outcomes = _score_outcomes(plan, request, rule, nodes, memos)
-        decision.errors.extend(
-            RuleError(rule.rule_set, compiled.name, n.name, o.error)
-            for n, o in zip(nodes, outcomes, strict=True)
-            if o.error is not None
-        )
-        raws = [o.raw for o in outcomes]
-        if ranges is None:
-            normalized = semantics.normalize(raws, compiled.normalize)
-        else:
-            normalized = _normalized(raws, compiled.normalize, ranges[index])
-        for verdict, outcome, value in zip(verdicts, outcomes, normalized, strict=True):
-            verdict.scores.append(
-                ScoreResult(
-                    rule.rule_set, compiled.name, compiled.enforce, compiled.weight, outcome.raw, value, outcome.error
-                )
-            )
-        if compiled.enforce:
-            weights += compiled.weight
-            totals = [t + compiled.weight * n for t, n in zip(totals, normalized, strict=True)]
-    if not weights:
-        for verdict in verdicts:
-            verdict.score = 0
-        return
-    for verdict, total in zip(verdicts, totals, strict=True):
-        # semantics.round_score, inlined: it runs for every candidate of every prioritize call.
-        verdict.score = min(MAX_SCORE, max(0, math.floor(round(total / weights, 9) + 0.5)))
-
-
-def _score_outcomes(
-    plan: Plan, request: PodRequest, rule: Rule, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]
-) -> list[ScoreOutcome]:
-    if not rule.per_pod:
-        slot = rule.slot
-        return [memo.node_only[slot] for memo in memos]  # type: ignore[index]  # kept memos have them
-    key: Hashable = (rule.position, request.key_for(rule.reads_now))
-    found: list[ScoreOutcome | None] = [m.per_pod.get(key) for m in memos]
-    missing = [i for i, hit in enumerate(found) if hit is None]
-    if missing:
-        work()
-        results, _, _ = _run(
-            plan,
-            request,
-            rule,
-            rule.compiled.program,
-            "expression",
-            [nodes[i] for i in missing],
-            [memos[i] for i in missing],
-        )
-        for i, result in zip(missing, results, strict=True):
-            found[i] = remember(memos[i].per_pod, key, _score_outcome(result), NODE_MEMO_KEPT)
-    return found  # type: ignore[return-value]

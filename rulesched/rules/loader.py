@@ -22,6 +22,7 @@ from rulesched.rules.book import CompiledRuleSet, RuleBook, compile_rule_set
 from rulesched.rules.cel import Engine
 from rulesched.rules.errors import LoadError, RulesLoadFailed
 from rulesched.rules.model import Filter, MatchCondition, Metadata, RuleSet, RuleSetSpec, Score, Variable
+from rulesched.rules.plan import Plan
 
 RULE_SUFFIXES = (".yaml", ".yml")
 _READ_ATTEMPTS = 5
@@ -283,9 +284,11 @@ def load_rule_book(paths: Sequence[Path], engine: Engine, *, generation: int = 1
     errors = missing + errors + sorted(problems, key=lambda e: (e.file, e.line or 0))
     if errors:
         raise RulesLoadFailed(errors)
+    rule_sets = tuple(sorted(compiled, key=lambda r: r.name))
     return RuleBook(
-        rule_sets=tuple(sorted(compiled, key=lambda r: r.name)),
+        rule_sets=rule_sets,
         engine=engine,
+        plan=Plan(rule_sets, engine),
         hash=digest,
         generation=generation,
         files=tuple(name for name, _ in files),

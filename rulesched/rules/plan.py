@@ -20,11 +20,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any, TypeVar
 
-from rulesched.rules.book import CompiledFilter, CompiledScore, Paths, RuleBook
-from rulesched.rules.cel import CelCompileError, Program
+from rulesched.rules.book import CompiledFilter, CompiledRuleSet, CompiledScore, Paths
+from rulesched.rules.cel import CelCompileError, Engine, Program
 from rulesched.rules.cel.analysis import Path
 from rulesched.rules.context import NodeContext, namespace_view, pod_requests
 
@@ -34,14 +33,17 @@ NODE_PODS = ("pods", "allocated", "recent")
 """Context names that change with the pods on the node: node-side values, like `metrics`, kept in the
 node's context and rebuilt when a pod event touches that node only."""
 
-_PLANS_KEPT = 8
-_BOUND_KEPT = 256
-"""Bound programs kept (each a compiled expression: a few kilobytes)."""
+BOUND_KEPT = 256
+"""Programs bound to a pod kept per plan (each a compiled expression: a few kilobytes)."""
 APPLYING_KEPT = 1024
-"""Pod keys whose applying rule sets are kept."""
+"""Pod keys whose applying rule sets are kept per plan."""
 NODE_MEMO_KEPT = 8
-_INTERNED_KEPT = 4096
 """Per node, how many pod keys (or candidate ranges) keep their verdicts and results."""
+INTERNED_KEPT = 4096
+"""Interned outcomes and memo keys per plan; the table is cleared when full."""
+MEMOS_KEPT = 20_000
+"""Node memos per plan: one per node name (a new context of a node replaces the memo of its previous
+one), so this only bounds the names of nodes that went away; the oldest are forgotten first."""
 
 _tokens = itertools.count(1)
 K = TypeVar("K", bound=Hashable)
@@ -85,9 +87,6 @@ class NodeMemo:
     score_key: str = ""
     scored: Any = None
     """The same for the last prioritize verdict."""
-    pod_free: bool = False
-    """The plan reads none of `pods`, `allocated`, `recent`: the memo stays right when only the node's pods
-    change, and a rebuilt context of the same node object and metrics sample takes it over."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,20 +176,20 @@ def _union(paths: Iterable[Paths], name: str) -> frozenset[Path]:
 class Plan:
     """The book's rules classified, with the caches shared by every request against this book."""
 
-    def __init__(self, book: RuleBook) -> None:
-        self.book = book
-        self.token = next(_tokens)
+    def __init__(self, rule_sets: Sequence[CompiledRuleSet], engine: Engine) -> None:
+        self.rule_sets = rule_sets
+        self.engine = engine
         self.filters: list[list[Rule]] = []
         self.scores: list[list[Rule]] = []
         self.node_only: list[Rule] = []
         positions = itertools.count()
-        for rule_set in book.rule_sets:
+        for rule_set in rule_sets:
             self.filters.append([self._rule(next(positions), rule_set.name, f) for f in rule_set.filters])
-        for rule_set in book.rule_sets:
+        for rule_set in rule_sets:
             self.scores.append([self._rule(next(positions), rule_set.name, s) for s in rule_set.scores])
         rules = [r.compiled for group in (*self.filters, *self.scores) for r in group]
         per_pod = [r.compiled for group in (*self.filters, *self.scores) for r in group if r.per_pod]
-        conditions = [c for rs in book.rule_sets for c in rs.conditions]
+        conditions = [c for rs in rule_sets for c in rs.conditions]
         self.node_paths = _union((r.paths for r in rules), "node")
         self.pod_paths = _union([*(r.paths for r in per_pod), *(c.paths for c in conditions)], "pod")
         self.namespace_paths = _union([*(r.paths for r in per_pod), *(c.paths for c in conditions)], "namespaceObject")
@@ -201,13 +200,23 @@ class Plan:
         """The pod-dependent node names the book reads: only those are converted for the engine."""
         self.reads_requests = any("requests" in r.reads for r in per_pod)
         self.conditions_read_now = any("now" in c.paths for c in conditions)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every result kept (results cut short by a deadline must not be reused): a new token, so
+        no memo key made before matches, and empty caches."""
+        self.token = next(_tokens)
         self._bound: OrderedDict[Hashable, Program | None] = OrderedDict()
         self.applying: dict[Hashable, Any] = {}
         self._interned: dict[Hashable, Any] = {}
+        self.memo_of: dict[NodeContext, NodeMemo] = {}
+        """Each node context's memo (contexts hash by identity: one lookup per candidate)."""
+        self._latest: dict[str, NodeContext] = {}
+        """By node name, the context whose memo `memo_of` holds: replaced when a newer context comes."""
 
     def interned(self, value: H) -> H:
         """One object for equal values (sets of failed rules, say): a few per book, shared by every node."""
-        if len(self._interned) >= _INTERNED_KEPT:
+        if len(self._interned) >= INTERNED_KEPT:
             self._interned.clear()
         return self._interned.setdefault(value, value)  # type: ignore[no-any-return]
 
@@ -248,29 +257,45 @@ class Plan:
         except CelCompileError:
             found = None
         self._bound[key] = found
-        while len(self._bound) > _BOUND_KEPT:
+        while len(self._bound) > BOUND_KEPT:
             self._bound.popitem(last=False)
         return found
 
     def memos(self, nodes: Sequence[NodeContext]) -> tuple[list[NodeMemo], list[int]]:
         """The memo of each node, and the positions of those made now (their node-only results to compute).
 
-        A node keeps the memo of the latest plan that saw it; this runs for every candidate of every
-        request, so it is one attribute read per node unless a memo is missing or from another plan."""
-        token = self.token
-        found: list[NodeMemo] = [node.memo or NO_MEMO for node in nodes]
-        if set(map(_TOKEN, found)) == {token}:
+        This runs for every candidate of every request: one dictionary lookup per node unless a memo is
+        missing."""
+        found: list[NodeMemo] = list(map(self.memo_of.get, nodes, itertools.repeat(NO_MEMO)))
+        if NO_MEMO not in found:
             return found, []
         work()
-        fresh = [i for i, memo in enumerate(found) if memo.token != token]
-        for i in fresh:
-            found[i] = self.memo(nodes[i])
+        fresh: list[int] = []
+        for i, memo in enumerate(found):
+            if memo is NO_MEMO:
+                carried = self._carried(nodes[i])
+                if carried is None:
+                    found[i] = self.memo(nodes[i])
+                    fresh.append(i)
+                else:
+                    found[i] = carried
         return found, fresh
 
+    def _carried(self, node: NodeContext) -> NodeMemo | None:
+        """The memo of the node's previous context, when only its pods changed and the plan reads none of
+        `pods`, `allocated`, `recent`: its results hold for the new context, which takes it over."""
+        previous = self._latest.get(node.name)
+        if self.node_pods or previous is None or previous.key[:3] != node.key[:3]:
+            return None
+        memo = self.memo_of.get(previous)
+        if memo is not None:
+            self.keep(node, memo)
+        return memo
+
     def memo(self, node: NodeContext) -> NodeMemo:
-        """A new memo of the node for this plan, its engine values converted; not stored in the node until
-        its node-only results are in (`keep`), so that a memo found in a node is always complete."""
-        engine = self.book.engine
+        """A new memo of the node for this plan, its engine values converted; not kept until its node-only
+        results are in (`keep`), so that a memo found is always complete."""
+        engine = self.engine
         values = {
             "node": engine.convert(trim(node.node, self.node_paths) if self.node_paths else {}),
             "metrics": engine.convert(node.metrics),
@@ -280,11 +305,15 @@ class Plan:
         for name in self.node_pods:  # the others are left out: rules that do not read them pay nothing
             value = getattr(node.pods, name)
             values[name] = engine.convert(list(value) if isinstance(value, tuple) else value)
-        return NodeMemo(self.token, values, pod_free=not self.node_pods)
+        return NodeMemo(self.token, values)
 
     def keep(self, node: NodeContext, memo: NodeMemo) -> None:
-        """Store `memo` (its node-only results computed) in the node, replacing another plan's."""
-        object.__setattr__(node, "memo", memo)  # the context's one mutable field (frozen otherwise)
+        """Keep `memo` (its node-only results computed) as the node's, in place of its previous context's."""
+        previous = self._latest.get(node.name)
+        if previous is not None and previous is not node:
+            self.memo_of.pop(previous, None)
+        remember(self._latest, node.name, node, MEMOS_KEPT)
+        remember(self.memo_of, node, memo, MEMOS_KEPT)
 
     def key(self, *parts: Hashable) -> str:
         """A memo key: one string per distinct value (interned), so that a memo's last verdict is found
@@ -294,7 +323,6 @@ class Plan:
 
 NO_MEMO = NodeMemo(0, {})
 """The memo of a node no plan has seen: it keeps nothing."""
-_TOKEN = attrgetter("token")
 
 
 def node_bindings(plan: Plan, memo: NodeMemo, *, keep: bool) -> Any:
@@ -302,34 +330,7 @@ def node_bindings(plan: Plan, memo: NodeMemo, *, keep: bool) -> Any:
     (about 8 KB a node), worth it for the nodes per-pod rules run on, not for every node in the cache."""
     if memo.bindings is not None:
         return memo.bindings
-    made = plan.book.engine.bindings(memo.values)
+    made = plan.engine.bindings(memo.values)
     if keep:
         memo.bindings = made
     return made
-
-
-_plans: OrderedDict[int, Plan] = OrderedDict()
-_lock = threading.Lock()
-
-
-def plan_for(book: RuleBook) -> Plan:
-    """The plan of `book`, made once; a plan holds its book, so the id cannot be reused meanwhile."""
-    with _lock:
-        plan = _plans.get(id(book))
-        if plan is not None and plan.book is book:
-            _plans.move_to_end(id(book))
-            return plan
-        plan = Plan(book)
-        _plans[id(book)] = plan
-        while len(_plans) > _PLANS_KEPT:
-            _plans.popitem(last=False)
-        return plan
-
-
-def forget(book: RuleBook) -> None:
-    """Drop the plan of `book` and its caches (results cut short by a deadline must not be reused): the
-    next request makes a new plan, with a new token, so node memos of this one are ignored."""
-    with _lock:
-        plan = _plans.get(id(book))
-        if plan is not None and plan.book is book:
-            del _plans[id(book)]

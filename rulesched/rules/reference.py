@@ -76,19 +76,15 @@ def evaluate(
 
 
 def _node_values(engine: Engine, node: NodeContext) -> Mapping[str, Any]:
-    values = node.cache.get(engine.name)
-    if values is None:
-        values = {
-            "node": engine.convert(node.node),
-            "metrics": engine.convert(node.metrics),
-            "allocatable": engine.convert(node.allocatable),
-            "variables": engine.convert({}),
-            "pods": engine.convert(list(node.pods.pods)),
-            "allocated": engine.convert(node.pods.allocated),
-            "recent": engine.convert(node.pods.recent),
-        }
-        node.cache[engine.name] = values
-    return values
+    return {
+        "node": engine.convert(node.node),
+        "metrics": engine.convert(node.metrics),
+        "allocatable": engine.convert(node.allocatable),
+        "variables": engine.convert({}),
+        "pods": engine.convert(list(node.pods.pods)),
+        "allocated": engine.convert(node.pods.allocated),
+        "recent": engine.convert(node.pods.recent),
+    }
 
 
 def _filter(

@@ -33,22 +33,25 @@ from rulesched.rules.cel import (
     Limits,
     Program,
     VariableSource,
+    dialect,
     past_deadline,
 )
-from rulesched.rules.cel.library import OVERLOADS, Overload, TypeName
+from rulesched.rules.cel.celpy_optional import OPTIONAL_FUNCTIONS, Optional
+from rulesched.rules.cel.library import NOT_PLAIN, Overload, TypeName
+from rulesched.rules.cel.libs import OVERLOADS
+from rulesched.rules.cel.libs.format import shortest
+from rulesched.rules.cel.rewrite import celpy_name, for_celpy, rewritten
 
 _NUMBERS = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
-_RESULT: dict[TypeName, Callable[[Any], Any]] = {
-    "string": celtypes.StringType,
-    "int": celtypes.IntType,
-    "double": celtypes.DoubleType,
-    "bool": celtypes.BoolType,
-}
 _ARGUMENT: dict[TypeName, tuple[type, ...]] = {
     "string": (celtypes.StringType,),
     "int": (celtypes.IntType,),
+    "uint": (celtypes.UintType,),
     "double": (celtypes.DoubleType,),
     "bool": (celtypes.BoolType,),
+    "list": (celtypes.ListType,),
+    "map": (celtypes.MapType,),
+    "any": (object,),
 }
 _BASE = celpy.evaluation.base_functions
 
@@ -72,9 +75,21 @@ def _strict_arithmetic(operator: str) -> Callable[[Any, Any], Any]:
             return celpy.evaluation.CELEvalError(
                 f"no matching overload for '{operator}' applied to ({type(left).__name__}, {type(right).__name__})"
             )
-        return base(left, right)
+        return _celpy_typed(base(left, right))
 
     return apply
+
+
+def _celpy_typed(value: Any) -> Any:
+    """celpy's `+` of two strings (lists, bytes) gives a Python `str` (`list`, `bytes`), which then
+    compares unequal to every CEL string (`'a' + 'a' == 'aa'` was false): made a CEL value again."""
+    if type(value) is str:
+        return celtypes.StringType(value)
+    if type(value) is list:
+        return celtypes.ListType(value)
+    if type(value) is bytes:
+        return celtypes.BytesType(value)
+    return value
 
 
 def _numeric_relation(operator: str, compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
@@ -98,18 +113,30 @@ def _numeric_relation(operator: str, compare: Callable[[Any, Any], bool]) -> Cal
     return apply
 
 
+def _accepts(overload: Overload, args: Sequence[Any]) -> bool:
+    if len(args) != len(overload.parameters):
+        return False
+    for value, parameter in zip(args, overload.parameters, strict=True):
+        if isinstance(value, (celtypes.BoolType, Optional)) and parameter not in ("bool", "any"):
+            return False  # celpy's bool is an int; an optional is no library value
+        if not isinstance(value, _ARGUMENT[parameter]):
+            return False
+    return True
+
+
 def _library_function(overloads: Sequence[Overload]) -> Callable[..., Any]:
+    """The overloads of one function as one celpy function: the first whose types fit is called with
+    plain values (as cel-cpp calls it), and its plain result converted back."""
+
     def call(*args: Any) -> Any:
         failed = next((a for a in args if isinstance(a, celpy.evaluation.CELEvalError)), None)
         if failed is not None:
             return failed
         for overload in overloads:
-            if len(args) == len(overload.parameters) and all(
-                isinstance(a, _ARGUMENT[p]) for a, p in zip(args, overload.parameters, strict=True)
-            ):
+            if _accepts(overload, args):
                 try:
-                    return _RESULT[overload.result](overload.impl(*args))
-                except (ValueError, ArithmeticError) as error:
+                    return convert(overload.impl(*(plain(a) for a in args)))
+                except (ValueError, ArithmeticError, TypeError) as error:
                     return celpy.evaluation.CELEvalError(str(error))
         kinds = ", ".join(type(a).__name__ for a in args)
         return celpy.evaluation.CELEvalError(f"no matching overload for '{overloads[0].function}' ({kinds})")
@@ -132,37 +159,25 @@ def _functions() -> dict[str, Callable[..., Any]]:
     functions.update({op: _numeric_relation(op, compare) for op, compare in relations.items()})
     by_name: dict[str, list[Overload]] = {}
     for overload in OVERLOADS:
-        by_name.setdefault(overload.function, []).append(overload)
+        by_name.setdefault(celpy_name(overload.function, overload.member), []).append(overload)
     functions.update({name: _library_function(group) for name, group in by_name.items()})
-    functions.update(_strings())
+    functions.update(OPTIONAL_FUNCTIONS)
+    functions["_[_]"] = _index
+    functions["string"] = _to_string
     return functions
 
 
-def _strings() -> dict[str, Callable[..., Any]]:
-    """cel-go's string extensions (which cel-cpp has built in) for celpy."""
-    string, integer = celtypes.StringType, celtypes.IntType
-
-    def join(items: Any, separator: Any = "") -> Any:
-        return string(str(separator).join(str(i) for i in items))
-
-    return {
-        "lowerAscii": lambda s: string(s.lower()),
-        "upperAscii": lambda s: string(s.upper()),
-        "trim": lambda s: string(s.strip()),
-        "split": lambda s, sep: celtypes.ListType([string(p) for p in s.split(sep)]),
-        "indexOf": lambda s, sub: integer(s.find(sub)),
-        "lastIndexOf": lambda s, sub: integer(s.rfind(sub)),
-        "replace": lambda s, old, new: string(s.replace(old, new)),
-        "join": join,
-        "string": _to_string,
-    }
+def _index(container: Any, key: Any) -> Any:
+    # celpy passes an error index on to `getitem`, which loses its message (`l[rulesched_argmin(l)]`).
+    if isinstance(key, celpy.evaluation.CELEvalError):
+        return key
+    return _BASE["_[_]"](container, key)
 
 
 def _to_string(value: Any) -> Any:
-    # cel-cpp writes doubles without a trailing ".0" (string(2.0) == "2"); celpy keeps it.
+    # cel-cpp writes doubles as Go's %g does (string(2.0) == "2", string(1e20) == "1e+20"); celpy uses repr.
     if isinstance(value, celtypes.DoubleType):
-        text = repr(float(value))
-        return celtypes.StringType(text[:-2] if text.endswith(".0") else text)
+        return celtypes.StringType(shortest(float(value)))
     return celtypes.StringType(value)
 
 
@@ -180,6 +195,8 @@ def plain(value: Any) -> Any:
         return [plain(v) for v in value]
     if isinstance(value, celtypes.MapType):
         return {plain(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (Optional, celtypes.TypeType)):
+        raise CelEvalError(NOT_PLAIN)
     return value
 
 
@@ -212,6 +229,8 @@ class CelpyProgram(Program):
             message = str(error.args[0]) if error.args else str(error)
         except _BudgetExceededError as error:
             message = str(error)
+        except CelEvalError:
+            raise
         except RecursionError:
             message = "expression nested too deeply for the celpy engine"
         except Exception as error:  # nothing an expression does may escape (docs/rules/cost.md)
@@ -240,6 +259,8 @@ def convert(value: Any) -> Any:
     """A JSON-like value (or a datetime) as celpy values; what celpy cannot hold becomes an error value."""
     if isinstance(value, datetime.datetime):
         return celtypes.TimestampType(value)
+    if isinstance(value, datetime.timedelta):
+        return celtypes.DurationType(value)
     try:
         return celpy.adapter.json_to_cel(value)
     except (ValueError, TypeError, OverflowError):
@@ -272,6 +293,8 @@ def _careful(value: Any) -> Any:
         return celtypes.StringType(value)
     if value is None:
         return None
+    if isinstance(value, (datetime.datetime, datetime.timedelta)):
+        return convert(value)
     return celpy.evaluation.CELEvalError(f"a {type(value).__name__} is not a CEL value")
 
 
@@ -317,6 +340,14 @@ class _Evaluator(celpy.evaluation.Evaluator):
     def sub_evaluator(self, ast: lark.Tree[Any]) -> celpy.evaluation.Evaluator:
         return _Evaluator(ast, activation=self.activation)
 
+    def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
+        # celpy takes `min` and `reduce` for macros of its own; in Kubernetes CEL `min()` is the lists
+        # library's function (and `reduce` nothing), so they are method calls here.
+        if str(tree.children[1]) not in ("min", "reduce"):
+            return super().member_dot_arg(tree)
+        values = self.visit_children(tree)
+        return self.method_eval(values[0], values[1], *values[2:])
+
 
 class _MeteredRunner(celpy.InterpretedRunner):
     def evaluate(self, context: Any) -> Any:
@@ -353,13 +384,14 @@ class CelpyEngine(Engine):
         self._checker = checker
 
     def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
+        dialect.check(source)
         result_type = self._checker.compile(source).result_type if self._checker else "dyn"
         runners = [(v.name, self._program(v.expression)) for v in variables]
         return CelpyProgram(source, result_type, self._program(source), runners, self.limits)
 
     def _program(self, source: str) -> celpy.Runner:
         try:
-            tree = self._env.compile(source)
+            tree = self._env.compile(for_celpy(rewritten(source)))
         except celpy.celparser.CELParseError as error:
             message = str(error.args[0]) if error.args else str(error)
             raise CelCompileError(message.splitlines()[0], error.line, error.column) from error
@@ -377,14 +409,22 @@ class CelpyEngine(Engine):
 
 
 _MACROS = frozenset({"has", "all", "exists", "exists_one", "map", "filter", "dyn"})
+_NAMESPACES = frozenset({"cel", "math", "strings", "sets", "optional", "base64", "lists", "ip", "regex"})
 
 
 def _called(tree: lark.Tree[Any]) -> set[str]:
-    """The names of every function and method `tree` calls."""
+    """The names of every function and method `tree` calls (`math.greatest` with its namespace)."""
     names: set[str] = set()
     for node in tree.iter_subtrees():
         if node.data == "ident_arg":
             names.add(str(node.children[0]))
         elif node.data == "member_dot_arg":
-            names.add(str(node.children[1]))
+            receiver = node.children[0]
+            while isinstance(receiver, lark.Tree) and receiver.data in ("member", "primary"):
+                receiver = receiver.children[0]
+            namespace = (
+                str(receiver.children[0]) if isinstance(receiver, lark.Tree) and receiver.data == "ident" else ""
+            )
+            name = str(node.children[1])
+            names.add(f"{namespace}.{name}" if namespace in _NAMESPACES else name)
     return names

@@ -24,6 +24,9 @@ from typing import Any, cast
 import lark
 
 from rulesched.rules.cel.analysis import syntax_tree
+from rulesched.rules.cel.libs.formats import FORMATS
+
+FORMAT_NAMES = tuple(FORMATS)
 
 MAX_REQUEST_BYTES = 3 * 1024 * 1024
 """Kubernetes' maxRequestSizeBytes: no object (pod, node) is larger."""
@@ -542,6 +545,9 @@ _ACCESSORS: tuple[str, ...] = (
     "compareTo",
     "add",
     "sub",
+    "mul",
+    "div",
+    "divInt",
     "masked",
     "prefixLength",
     "family",
@@ -663,6 +669,10 @@ FUNCTIONS: Mapping[str, CallCost] = {
     "strings.quote": _quote,
     "math.greatest": _list_scan,
     "math.least": _list_scan,
+    # Kubernetes' format library: a validator reads the string once (a list of reasons, bounded, comes back)
+    "validate": _traversal(of="argument"),
+    "named": _fixed(),
+    **{f"format.{name}": _fixed() for name in FORMAT_NAMES},
 }
 """Every function the model knows: the Kubernetes libraries (lists, sets, regex, urls, ip, cidr, format,
 quantity, semver), cel-go's string extensions and the standard functions. Others: `_unknown`."""

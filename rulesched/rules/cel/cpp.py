@@ -9,25 +9,41 @@ and nothing is recomputed in Python. Run-time errors come back as values and are
 from __future__ import annotations
 
 import datetime
+import itertools
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_bindings, ext_math, ext_optional, ext_strings
+from cel_expr_python.ext import ext_bindings, ext_optional
 
-from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
+from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource, dialect
 from rulesched.rules.cel.analysis import numbers_compared_as_dyn
-from rulesched.rules.cel.library import OVERLOADS, TypeName
+from rulesched.rules.cel.library import NOT_PLAIN, Overload, TypeName
+from rulesched.rules.cel.libs import OVERLOADS
+from rulesched.rules.cel.rewrite import rewritten
 
 _TYPES: dict[TypeName, cel.Type] = {
     "string": cel.Type.STRING,
     "int": cel.Type.INT,
+    "uint": cel.Type.UINT,
     "double": cel.Type.DOUBLE,
     "bool": cel.Type.BOOL,
+    "list": cel.Type.List(cel.Type.DYN),
+    "map": cel.Type.Map(cel.Type.DYN, cel.Type.DYN),
+    "any": cel.Type.DYN,
 }
+_CONCRETE: dict[str, cel.Type] = {
+    **{name: t for name, t in _TYPES.items() if name != "any"},
+    "null": cel.Type.NULL,
+    "bytes": cel.Type.BYTES,
+    "timestamp": cel.Type.TIMESTAMP,
+    "duration": cel.Type.DURATION,
+}
+"""What an `any` parameter becomes: cel-cpp's runtime dispatches a Python overload on concrete types
+only (a `dyn` parameter matches nothing), so there is one overload per type."""
 _POSITION = re.compile(r"<input>:(\d+):(\d+): ([^\n]*)")
 _CROSS_NUMERIC = re.compile(
     r"no matching overload for '_(?:<|<=|>|>=|==|!=)_' applied to '\((?:int|uint|double), (?:int|uint|double)\)'"
@@ -53,18 +69,25 @@ def _declarations() -> dict[str, cel.Type]:
     }
 
 
+def _concrete(overload: Overload) -> Iterator[cel.Overload]:
+    """`overload` as cel-cpp overloads: one per combination of concrete types for its `any` parameters."""
+    choices = [list(_CONCRETE.items()) if p == "any" else [(p, _TYPES[p])] for p in overload.parameters]
+    for combination in itertools.product(*choices):
+        names = [name for name, _ in combination]
+        suffix = "" if names == list(overload.parameters) else "_" + "_".join(names)
+        yield cel.Overload(
+            overload.overload_id + suffix,
+            return_type=_TYPES[overload.result],
+            parameters=[t for _, t in combination],
+            is_member=overload.member,
+            impl=overload.impl,
+        )
+
+
 def _functions() -> list[cel.FunctionDecl]:
     by_name: dict[str, list[cel.Overload]] = {}
     for overload in OVERLOADS:
-        by_name.setdefault(overload.function, []).append(
-            cel.Overload(
-                overload.overload_id,
-                return_type=_TYPES[overload.result],
-                parameters=[_TYPES[p] for p in overload.parameters],
-                is_member=overload.member,
-                impl=overload.impl,
-            )
-        )
+        by_name.setdefault(overload.function, []).extend(_concrete(overload))
     return [cel.FunctionDecl(name, overloads) for name, overloads in by_name.items()]
 
 
@@ -131,6 +154,20 @@ def _run_time_message(error: Exception) -> str:
     return text
 
 
+def _plain(result: cel.Value) -> Any:
+    try:
+        return result.plain_value()
+    except Exception:  # pybind11's "Unable to convert": an optional or a type, which have no plain form
+        raise CelEvalError(NOT_PLAIN) from None
+
+
+def _error_text(result: cel.Value) -> str:
+    try:
+        return str(result.value()).strip()
+    except Exception:  # an optional reports itself as an error whose value cannot be read
+        return NOT_PLAIN
+
+
 class CppProgram(Program):
     def __init__(self, source: str, result_type: str, expression: cel.Expression, text: str, env: cel.Env) -> None:
         self.source = source
@@ -156,8 +193,10 @@ class CppProgram(Program):
         try:
             result = self._expression.eval(bindings.activation())
             if result.type() != cel.Type.ERROR:
-                return result.plain_value()
-            message = str(result.value()).strip()
+                return _plain(result)
+            message = _STATUS.sub("", _error_text(result))
+        except CelEvalError:
+            raise
         except Exception as error:  # cel-cpp raises some run-time errors (budget, duplicate key)
             message = _run_time_message(error)
         # Raised outside the handler, so that it refers to no frame of this evaluation.
@@ -203,19 +242,21 @@ class CppEngine(Engine):
         self._env = cel.NewEnv(
             variables=_declarations(),
             functions=_functions(),
+            # cel-go's string extensions are the library's own (libs/strings.py), not cel-cpp's; its math
+            # extension is left out, as celpy has none (dialect.py refuses `math.*` on both engines).
             extensions=[
-                ext_strings.ExtStrings(),
                 ext_optional.ExtOptional(),
                 ext_bindings.ExtBindings(),
-                ext_math.ExtMath(),
             ],
         )
 
     def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
-        checked, text = self._checked(source)
+        dialect.check(source)
+        checked, text = self._checked(rewritten(source))
         result_type = _type_name(checked.return_type())
         if variables:
-            checked, text = self._checked(inline_variables(source, variables))
+            inlined = [VariableSource(v.name, rewritten(v.expression)) for v in variables]
+            checked, text = self._checked(inline_variables(rewritten(source), inlined))
         return CppProgram(source, result_type, checked, text, self._env)
 
     def _checked(self, text: str) -> tuple[cel.Expression, str]:

@@ -1,25 +1,32 @@
-"""Kubernetes CEL functions, written once in plain Python and registered with every engine.
+"""How a library function is declared once and registered with every engine.
 
-A quantity is carried as its canonical decimal string (`quantity('1000m') == quantity('1')`), so
-both engines represent it the same way and equality compares values. The member functions follow
-the Kubernetes quantity library: `isLessThan`, `isGreaterThan`, `compareTo`, `add`, `sub`,
-`asApproximateFloat`, `asInteger`, `isInteger`, `sign`; plus `isQuantity()` and the regex `find()`.
+Each Kubernetes CEL library lives in its own module under `rulesched.rules.cel.libs` with its
+`Overload`s: a typed signature and the plain Python that implements it. The engines register them
+(`cpp.py`, `celpy_engine.py`): an implementation receives plain Python values (str, int, float, bool,
+list, dict) on both engines and returns one, so both engines compute the same result by construction.
+
+Values of the Kubernetes library types (quantity, ip, cidr, url, semver) are carried as their
+canonical strings (docs/rules/functions.md, "Values"): cel-expr-python cannot hold a Python object as
+an opaque CEL value, and a string is a value both engines compare, hash and print alike.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
-from functools import lru_cache
 from typing import Any, Literal
 
-from rulesched.rules.quantity import QuantityError, canonical, parse_quantity
+TypeName = Literal["string", "int", "uint", "double", "bool", "list", "map", "any"]
+"""A parameter or result type. `any`: a parameter of any type (cel-cpp gets one overload per concrete
+type), a result whose type the value decides (cel-cpp's `dyn`)."""
 
-TypeName = Literal["string", "int", "double", "bool"]
 
-_INT64_MAX = 2**63 - 1
+NOT_PLAIN = "the result is an optional value or a type, which has no plain form: read it with .value() or .orValue(…)"
+"""The evaluation error of an expression whose result is not a plain value, on both engines."""
+
+
+class LibraryError(ValueError):
+    """A library function refused its arguments; the message is the evaluation error both engines give."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,95 +41,29 @@ class Overload:
     impl: Callable[..., Any]
 
 
-@lru_cache(maxsize=4096)
-def _value(text: str) -> Decimal:
-    return parse_quantity(text)
+def member(function: str, parameters: tuple[TypeName, ...], result: TypeName, impl: Callable[..., Any]) -> Overload:
+    """A receiver-style overload (`x.f(…)`), its id made from its name and parameter types."""
+    return Overload(function, _overload_id(function, parameters, "m"), parameters, result, True, impl)
 
 
-def quantity(text: str) -> str:
-    return canonical(_value(text))
+def global_(function: str, parameters: tuple[TypeName, ...], result: TypeName, impl: Callable[..., Any]) -> Overload:
+    """A global overload (`f(…)`, `ns.f(…)`)."""
+    return Overload(function, _overload_id(function, parameters, "g"), parameters, result, False, impl)
 
 
-def is_quantity(text: str) -> bool:
-    try:
-        _value(text)
-    except QuantityError:
-        return False
-    return True
+def _overload_id(function: str, parameters: tuple[TypeName, ...], kind: str) -> str:
+    return "_".join(("rulesched", kind, function.replace(".", "_"), *parameters))
 
 
-def compare_to(left: str, right: str) -> int:
-    a, b = _value(left), _value(right)
-    return (a > b) - (a < b)
-
-
-def is_less_than(left: str, right: str) -> bool:
-    return _value(left) < _value(right)
-
-
-def is_greater_than(left: str, right: str) -> bool:
-    return _value(left) > _value(right)
-
-
-def add(left: str, right: str) -> str:
-    return canonical(_value(left) + _value(right))
-
-
-def add_int(left: str, right: int) -> str:
-    return canonical(_value(left) + right)
-
-
-def sub(left: str, right: str) -> str:
-    return canonical(_value(left) - _value(right))
-
-
-def sub_int(left: str, right: int) -> str:
-    return canonical(_value(left) - right)
-
-
-def as_approximate_float(text: str) -> float:
-    return float(_value(text))
-
-
-def is_integer(text: str) -> bool:
-    value = _value(text)
-    return value == value.to_integral_value() and abs(value) <= _INT64_MAX
-
-
-def as_integer(text: str) -> int:
-    if not is_integer(text):
-        raise QuantityError(f"quantity {text} is not an integer in int64 range")
-    return int(_value(text))
-
-
-def sign(text: str) -> int:
-    value = _value(text)
-    return (value > 0) - (value < 0)
-
-
-@lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
-
-
-def find(text: str, pattern: str) -> str:
-    match = _regex(pattern).search(text)
-    return match.group(0) if match else ""
-
-
-OVERLOADS: tuple[Overload, ...] = (
-    Overload("quantity", "quantity_string", ("string",), "string", False, quantity),
-    Overload("isQuantity", "is_quantity_string", ("string",), "bool", False, is_quantity),
-    Overload("compareTo", "quantity_compare_to", ("string", "string"), "int", True, compare_to),
-    Overload("isLessThan", "quantity_less_than", ("string", "string"), "bool", True, is_less_than),
-    Overload("isGreaterThan", "quantity_greater_than", ("string", "string"), "bool", True, is_greater_than),
-    Overload("add", "quantity_add", ("string", "string"), "string", True, add),
-    Overload("add", "quantity_add_int", ("string", "int"), "string", True, add_int),
-    Overload("sub", "quantity_sub", ("string", "string"), "string", True, sub),
-    Overload("sub", "quantity_sub_int", ("string", "int"), "string", True, sub_int),
-    Overload("asApproximateFloat", "quantity_as_float", ("string",), "double", True, as_approximate_float),
-    Overload("asInteger", "quantity_as_integer", ("string",), "int", True, as_integer),
-    Overload("isInteger", "quantity_is_integer", ("string",), "bool", True, is_integer),
-    Overload("sign", "quantity_sign", ("string",), "int", True, sign),
-    Overload("find", "string_find", ("string", "string"), "string", True, find),
-)
+def cel_equal(left: Any, right: Any) -> bool:
+    """CEL equality on plain values: numbers compare by value across int and double, but a bool is
+    not a number, and lists and maps compare element by element."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return isinstance(left, bool) and isinstance(right, bool) and left == right
+    if isinstance(left, (int, float)) and isinstance(right, (int, float)):
+        return left == right
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(cel_equal(a, b) for a, b in zip(left, right, strict=True))
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(cel_equal(v, right[k]) for k, v in left.items())
+    return type(left) is type(right) and bool(left == right)

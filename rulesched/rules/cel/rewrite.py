@@ -1,0 +1,242 @@
+"""Source rewrites on the syntax tree, for what an engine cannot parse or resolve itself.
+
+Each rewrite is exact (the same value and the same errors) and is made from the parse tree of
+`analysis` (positions of its nodes), never from patterns over the text:
+- for both engines, `l.min()` and `l.max()` (libs/lists.py), Kubernetes' format library
+  (libs/formats.py), and two-variable comprehensions (`m.all(k, v, p)`, `exists`, `existsOne`,
+  `transformList`, `transformMap`, `transformMapEntry`), which neither engine has, become
+  one-variable ones over `rulesched_keys(…)` (libs/comprehensions.py);
+- for celpy, namespaced library functions (`sets.contains(…)` → `sets__contains(…)`), a member
+  function that has a global twin (`cidr(c).ip()` → `.ip__member()`), `cel.bind(x, i, e)` →
+  `[i].map(x, e)[0]`, and the optional syntax (`m[?k]`, `x.?f`) → `optional__index(m, k)`,
+  `optional__field(x, 'f')`.
+An expression the grammar cannot parse is left as it is: its compilation reports the error.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, cast
+
+import lark
+
+from rulesched.rules.cel.analysis import syntax_tree
+from rulesched.rules.cel.libs import OVERLOADS
+from rulesched.rules.cel.libs.comprehensions import ENTRIES, KEYS, ZIP
+from rulesched.rules.cel.libs.formats import ERRORS, IS_FORMAT
+from rulesched.rules.cel.libs.lists import ARGMAX, ARGMIN
+
+NAMESPACED = frozenset(o.function for o in OVERLOADS if "." in o.function) | frozenset(
+    {"optional.of", "optional.none", "optional.ofNonZeroValue"}
+)
+"""Namespaced functions celpy gets under a plain name (`celpy_name`)."""
+TWINS = frozenset(o.function for o in OVERLOADS if o.member) & frozenset(o.function for o in OVERLOADS if not o.member)
+"""Functions with a member and a global overload of the same types (`ip`), which celpy cannot tell apart."""
+_WRAPPERS = frozenset(
+    {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary", "member", "primary"}
+)
+_TWO_VARIABLE = frozenset(
+    {"all", "exists", "existsOne", "exists_one", "transformList", "transformMap", "transformMapEntry"}
+)
+
+
+def celpy_name(function: str, member: bool = False) -> str:
+    """The name celpy knows a library function by."""
+    name = function.replace(".", "__")
+    return f"{name}__member" if member and function in TWINS else name
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class _Edit:
+    start: int
+    end: int
+    depth: int
+    text: str
+
+
+def _apply(source: str, edits: list[_Edit]) -> str:
+    out: list[str] = []
+    position = 0
+    for edit in sorted(edits):
+        out.append(source[position : edit.start])
+        out.append(edit.text)
+        position = edit.end
+    out.append(source[position:])
+    return "".join(out)
+
+
+def _arguments(call: lark.Tree[Any]) -> list[lark.Tree[Any]]:
+    lists = [c for c in call.children if isinstance(c, lark.Tree) and c.data == "exprlist"]
+    return [c for c in lists[0].children if isinstance(c, lark.Tree)] if lists else []
+
+
+def _bare_ident(node: Any) -> str | None:
+    while isinstance(node, lark.Tree) and node.data in _WRAPPERS and len(node.children) == 1:
+        node = node.children[0]
+    if isinstance(node, lark.Tree) and node.data == "ident":
+        return str(node.children[0])
+    return None
+
+
+def _walk(tree: lark.Tree[Any], depth: int = 0) -> Iterator[tuple[lark.Tree[Any], int]]:
+    yield tree, depth
+    for child in tree.children:
+        if isinstance(child, lark.Tree):
+            yield from _walk(child, depth + 1)
+
+
+def rewritten(source: str) -> str:
+    """`source` with its two-variable comprehensions made one-variable (both engines)."""
+    tree = syntax_tree(source)
+    if tree is None:
+        return source
+    counter = itertools.count()
+    edits: list[_Edit] = []
+    for node, depth in _walk(tree):
+        if node.data == "member_dot_arg" and str(node.children[1]) in _TWO_VARIABLE:
+            edits += _two_variable(node, depth, next(counter))
+        elif node.data == "member_dot_arg" and str(node.children[1]) in ("min", "max") and not _arguments(node):
+            edits += _extreme(node, depth, next(counter))
+        elif node.data == "member_dot_arg" and str(node.children[1]) in ("validate", "named"):
+            edits += _format_call(node, depth, next(counter))
+    return _apply(source, edits) if edits else source
+
+
+def _format_call(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
+    """Kubernetes' format library, whose results are optionals that only CEL can build (libs/formats.py):
+    `f.validate(s)` and `format.named(n)`."""
+    receiver, args, name = call.children[0], _arguments(call), f"__rulesched_f{number}"
+    if len(args) != 1:
+        return []
+    (argument,) = args
+    if str(call.children[1]) == "named":
+        if _bare_ident(receiver) != "format":
+            return []
+        return [
+            _Edit(call.meta.start_pos, argument.meta.start_pos, depth, f"cel.bind({name}, "),
+            _Edit(
+                argument.meta.end_pos,
+                call.meta.end_pos,
+                depth,
+                f", {IS_FORMAT}({name}) ? optional.of({name}) : optional.none())",
+            ),
+        ]
+    return [
+        _Edit(receiver.meta.start_pos, receiver.meta.start_pos, depth, f"cel.bind({name}, {ERRORS}("),
+        _Edit(receiver.meta.end_pos, argument.meta.start_pos, depth, ", "),
+        _Edit(
+            argument.meta.end_pos,
+            call.meta.end_pos,
+            depth,
+            f"), {name}.size() == 0 ? optional.none() : optional.of({name}))",
+        ),
+    ]
+
+
+def _extreme(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
+    """`l.min()` → `cel.bind(l0, l, l0[rulesched_argmin(l0)])`: the element itself, of any type."""
+    receiver, name = call.children[0], f"__rulesched_l{number}"
+    function = ARGMIN if str(call.children[1]) == "min" else ARGMAX
+    return [
+        _Edit(receiver.meta.start_pos, receiver.meta.start_pos, depth, f"cel.bind({name}, "),
+        _Edit(receiver.meta.end_pos, call.meta.end_pos, depth, f", {name}[{function}({name})])"),
+    ]
+
+
+def _two_variable(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
+    method, args = str(call.children[1]), _arguments(call)
+    names = [_bare_ident(a) for a in args[:2]]
+    size = 4 if method in ("transformList", "transformMap") else 3
+    if len(args) not in (3, size) or None in names:
+        return []
+    k, v = names
+    c, ks = f"__rulesched_c{number}", f"__rulesched_k{number}"
+    value = f"cel.bind({v}, {c}[{k}], "
+    receiver, first, last = call.children[0], args[2], args[-1]
+    filtered = len(args) == 4
+    if method in ("all", "exists", "existsOne", "exists_one"):
+        macro = "exists_one" if method == "existsOne" else method
+        middle, between, closing = f", {KEYS}({c}).{macro}({k}, {value}", "", ")))"
+    elif method == "transformList" and filtered:
+        middle, between = f", {KEYS}({c}).filter({k}, {value}", f")).map({k}, {value}"
+        closing = ")))"
+    elif method == "transformList":
+        middle, between, closing = f", {KEYS}({c}).map({k}, {value}", "", ")))"
+    elif method == "transformMap" and filtered:
+        middle = f", cel.bind({ks}, {KEYS}({c}).filter({k}, {value}"
+        between, closing = f")), {ZIP}({ks}, {ks}.map({k}, {value}", ")))))"
+    elif method == "transformMap":
+        middle, between, closing = f", {ZIP}({KEYS}({c}), {KEYS}({c}).map({k}, {value}", "", "))))"
+    else:
+        middle, between, closing = f", {ENTRIES}({KEYS}({c}).map({k}, {value}", "", "))))"
+    edits = [
+        _Edit(receiver.meta.start_pos, receiver.meta.start_pos, depth, f"cel.bind({c}, "),
+        _Edit(receiver.meta.end_pos, first.meta.start_pos, depth, middle),
+        _Edit(last.meta.end_pos, call.meta.end_pos, depth, closing),
+    ]
+    if filtered:
+        edits.append(_Edit(first.meta.end_pos, last.meta.start_pos, depth, between))
+    return edits
+
+
+def for_celpy(source: str) -> str:
+    """`source` (already `rewritten`) as celpy can run it."""
+    tree = syntax_tree(source)
+    if tree is None:
+        return source
+    edits: list[_Edit] = []
+    for node, depth in _walk(tree):
+        if node.data == "member_dot_arg":
+            edits += _celpy_call(source, node, depth)
+        elif node.data in ("member_dot", "member_index"):
+            edits += _optional_selection(source, node, depth)
+    return _apply(source, edits) if edits else source
+
+
+def _celpy_call(source: str, call: lark.Tree[Any], depth: int) -> list[_Edit]:
+    receiver, token = call.children[0], cast(lark.Token, call.children[1])
+    name, namespace = str(token), _bare_ident(receiver)
+    args = _arguments(call)
+    if namespace == "cel" and name == "bind" and len(args) == 3 and _bare_ident(args[0]) is not None:
+        variable, init, body = args
+        return [
+            _Edit(call.meta.start_pos, init.meta.start_pos, depth, "["),
+            _Edit(init.meta.end_pos, body.meta.start_pos, depth, f"].map({_bare_ident(variable)}, "),
+            _Edit(body.meta.end_pos, call.meta.end_pos, depth, ")[0]"),
+        ]
+    if namespace is not None and f"{namespace}.{name}" in NAMESPACED:
+        return [_Edit(call.meta.start_pos, _end(token), depth, celpy_name(f"{namespace}.{name}"))]
+    if name in TWINS:
+        return [_Edit(_start(token), _end(token), depth, celpy_name(name, member=True))]
+    return []
+
+
+def _start(token: lark.Token) -> int:
+    return token.start_pos or 0  # the parser gives every token its position
+
+
+def _end(token: lark.Token) -> int:
+    return token.end_pos or 0
+
+
+def _optional_selection(source: str, node: lark.Tree[Any], depth: int) -> list[_Edit]:
+    """`x.?f` → `optional__field(x, 'f')`, `m[?k]` → `optional__index(m, k)` (the `?` is not in the tree)."""
+    receiver = node.children[0]
+    if node.data == "member_dot":
+        token = cast(lark.Token, node.children[1])
+        if "?" not in source[receiver.meta.end_pos : _start(token)]:
+            return []
+        return [
+            _Edit(node.meta.start_pos, node.meta.start_pos, depth, "optional__field("),
+            _Edit(receiver.meta.end_pos, node.meta.end_pos, depth, f", '{token}')"),
+        ]
+    key = node.children[1]
+    if "?" not in source[receiver.meta.end_pos : key.meta.start_pos]:
+        return []
+    return [
+        _Edit(node.meta.start_pos, node.meta.start_pos, depth, "optional__index("),
+        _Edit(receiver.meta.end_pos, key.meta.start_pos, depth, ", "),
+        _Edit(key.meta.end_pos, node.meta.end_pos, depth, ")"),
+    ]
