@@ -51,6 +51,7 @@ def test_quick_benchmark_covers_every_scenario(tmp_path: Path) -> None:
     assert set(report["memory"]) == servers
     assert all(m["peak_rss_mb"] > 0 for m in report["memory"].values())
     assert "| server |" in finished.stdout
+    assert len(report["burst"]) == 6, "the burst scenario runs after the HTTP ones"
 
 
 def assert_sane(scenario: dict[str, Any]) -> None:
