@@ -72,8 +72,8 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 UNUSABLE_TLS = [
     (["missing.crt", "server.key"], "--tls-cert-file {d}/missing.crt: no such file"),
     (["server.crt", "missing.key"], "--tls-key-file {d}/missing.key: no such file"),
-    (["not-pem.txt", "server.key"], "--tls-cert-file {d}/not-pem.txt and --tls-key-file {d}/server.key are not"),
-    (["server.crt", "other.key"], "--tls-cert-file {d}/server.crt and --tls-key-file {d}/other.key are not"),
+    (["not-pem.txt", "server.key"], "--tls-cert-file {d}/not-pem.txt with --tls-key-file {d}/server.key: not a"),
+    (["server.crt", "other.key"], "--tls-cert-file {d}/server.crt with --tls-key-file {d}/other.key: not a"),
     (["server.crt", "server.key", "missing-ca.crt"], "--tls-client-ca-file {d}/missing-ca.crt: no such file"),
     (["server.crt", "server.key", "not-pem.txt"], "--tls-client-ca-file {d}/not-pem.txt holds no PEM certificate"),
 ]

@@ -92,10 +92,10 @@ def check_tls(settings: Settings) -> None:
             raise StartupError(f"{flag} {path}: no such file")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
-        context.load_cert_chain(cert, key)
+        context.load_cert_chain(cert, key, password=b"")  # an encrypted key: an error here, not a prompt
     except (OSError, ssl.SSLError) as error:
         raise StartupError(
-            f"--tls-cert-file {cert} and --tls-key-file {key} are not a PEM certificate and its key ({error})"
+            f"--tls-cert-file {cert} with --tls-key-file {key}: not a PEM certificate and its unencrypted key ({error})"
         ) from None
     if ca is not None:
         try:
