@@ -2,8 +2,9 @@
 
 Usage: `python bench/burst.py [--nodes 1000] [--replicas 60] [--json FILE]`
 
-In-process (no HTTP: `bench/run.py` measures that): names-mode node contexts over the seeded nodes of
-`bench/workload.py` and a pod index, as the server keeps them. Each replica is one filter and one
+In-process, without HTTP (`bench/run.py` runs it after its HTTP scenarios, or alone with `--only burst`):
+names-mode node contexts over the seeded nodes of `bench/workload.py` and a pod index, as the server keeps
+them. Each replica is one filter and one
 prioritize evaluation; then the node ranked first gets the replica as a pending placement, and the
 replica shows up bound there (as the pod watch would deliver it). Every placement changes one node, whose
 context is rebuilt on the next request. Each rule set also runs "steady": the same replicas with no pod
@@ -107,13 +108,10 @@ def one_run(
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--replicas", type=int, default=60)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args(argv)
-    nodes, replicas = min(args.nodes, 5000), min(args.replicas, 500)
+def run(nodes: int, replicas: int) -> list[dict[str, Any]]:
+    """Every rule set of RULE_SETS, steady and with pod events, over `nodes` nodes and `replicas` replicas
+    (at most 5000 and 500)."""
+    nodes, replicas = min(nodes, 5000), min(replicas, 500)
     workload = make_workload(nodes)
     now = datetime.datetime.now(datetime.UTC)
     pods = []
@@ -134,14 +132,33 @@ def main(argv: Sequence[str] | None = None) -> int:
                 found |= {"rules": name, "pod_events": burst, "nodes": nodes}
                 results.append(found)
                 print(json.dumps(found), file=sys.stderr, flush=True)
-    print("| rules | pod events between requests | p50 ms | p99 ms | nodes used | most on one node |")
-    print("|---|---|---:|---:|---:|---:|")
+    return results
+
+
+def table(results: Sequence[dict[str, Any]]) -> str:
+    """The results as a Markdown table."""
+    lines = [
+        "| rules | pod events between requests | p50 ms | p99 ms | nodes used | most on one node |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for r in results:
         events = "yes" if r["pod_events"] else "no (steady)"
-        print(
+        lines.append(
             f"| {r['rules']} | {events} | {r['p50_ms']} | {r['p99_ms']} | {r['nodes_used']} | {r['most_on_one_node']} |"
         )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--replicas", type=int, default=60)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    results = run(args.nodes, args.replicas)
+    print(table(results))
     if args.json:
+        nodes, replicas = min(args.nodes, 5000), min(args.replicas, 500)
         args.json.write_text(json.dumps({"nodes": nodes, "replicas": replicas, "results": results}, indent=2))
     return 0
 

@@ -44,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import burst  # noqa: E402
 from bench.baseline_server import decide  # noqa: E402
 from bench.workload import RULE_SETS, Workload, make_workload  # noqa: E402
 
@@ -63,6 +64,8 @@ class Budget:
     warmup: int
 
 
+BURST_FULL, BURST_QUICK = (1000, 60), (100, 12)
+"""The burst scenario's nodes and replicas (bench/burst.py), run after the HTTP scenarios."""
 FULL_BUDGET = Budget(seconds=4.0, max_pods=300, min_pods=5, warmup=3)
 QUICK_BUDGET = Budget(seconds=0.6, max_pods=25, min_pods=3, warmup=2)
 
@@ -462,7 +465,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Benchmark the rulesched extender against a hand-written one.")
     parser.add_argument("--quick", action="store_true", help="CI smoke mode: one size, few pods, under a minute")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "latest.json", help="where to write results")
-    parser.add_argument("--only", default="", help="run only the servers whose name contains this text")
+    parser.add_argument(
+        "--only", default="", help="run only the servers whose name contains this text (burst: the burst scenario)"
+    )
     parser.add_argument("--sizes", default="", help="comma-separated candidate counts instead of the defaults")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: names, full")
     parser.add_argument("--pods", default=",".join(POD_KINDS), help="comma-separated: replica, new, cold")
@@ -481,9 +486,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.sizes:
             sizes = tuple(int(n) for n in args.sizes.split(","))
             chosen = [dataclasses.replace(s, sizes=sizes) for s in chosen]
-        workload = make_workload(max(max(s.sizes) for s in chosen))
+        workload = make_workload(max((max(s.sizes) for s in chosen), default=0))
         write_inputs(workload, files)
-        for rules in RULE_SETS:
+        for rules in RULE_SETS if chosen else ():
             group = [s for s in chosen if s.rules == rules or (s.kind == "floor" and rules == "founding")]
             if not group:
                 continue
@@ -493,16 +498,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             memory.update(found)
             results.extend(s.summary() for s in scenarios)
     add_ratios(results)
+    bursts = burst.run(*BURST_QUICK if args.quick else BURST_FULL) if any(o in "burst" for o in only) else []
     report = {
         "machine": machine(),
         "quick": args.quick,
         "seconds": round(time.monotonic() - started_at, 1),
         "scenarios": results,
         "memory": memory,
+        "burst": bursts,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
     print(table(results, memory))
+    if bursts:
+        print(f"\nBurst (in process, names mode; bench/burst.py):\n{burst.table(bursts)}")
     print(f"\n{machine()}; {report['seconds']} s; written to {args.json}")
     mismatched = sum(r["mismatches"] for r in results)
     if mismatched:

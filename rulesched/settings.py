@@ -97,8 +97,8 @@ class Settings(BaseSettings):
     """Most candidate nodes (or preemption victims' nodes) in one request; more get 413. Above the largest
     supported cluster (15,000 nodes)."""
     body_timeout: float = Field(10.0, gt=0)
-    """Seconds a request body may take to arrive; a body that stops arriving is answered 408 and its
-    connection closed."""
+    """Seconds a request's headers may take to arrive (from the connection or the request's first byte),
+    and then its body; a client that stops sending is answered 408 and its connection closed."""
     max_connections: int = Field(512, ge=1)
     """Open connections (and requests in progress) beyond which uvicorn answers 503 (its limit_concurrency)."""
     cel_activation_evaluations: int = Field(64, ge=1)

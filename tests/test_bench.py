@@ -51,6 +51,7 @@ def test_quick_benchmark_covers_every_scenario(tmp_path: Path) -> None:
     assert set(report["memory"]) == servers
     assert all(m["peak_rss_mb"] > 0 for m in report["memory"].values())
     assert "| server |" in finished.stdout
+    assert len(report["burst"]) == 6, "the burst scenario runs after the HTTP ones"
 
 
 def assert_sane(scenario: dict[str, Any]) -> None:
@@ -111,11 +112,16 @@ def test_http_floor_measures_each_uvicorn_option_asked_for() -> None:
     assert rows == ["asyncio+httptools", "asyncio+httptools+bare", "uvloop+httptools", "uvloop+httptools+bare"]
 
 
-def test_burst_scenario_runs_and_spreads(tmp_path: Path) -> None:
-    """`bench/burst.py`: replicas whose placements feed `recent` and `pods` spread; steady ones pile up."""
+@pytest.mark.parametrize("script", ["burst.py", "run.py"])
+def test_burst_scenario_runs_and_spreads(tmp_path: Path, script: str) -> None:
+    """`bench/burst.py`, alone or as the benchmark's burst scenario (`bench/run.py --only burst`): replicas
+    whose placements feed `recent` and `pods` spread; steady ones pile up."""
     output = tmp_path / "burst.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    command = [sys.executable, str(ROOT / "bench" / "burst.py"), "--nodes", "60", "--replicas", "12"]
+    if script == "burst.py":
+        command = [sys.executable, str(ROOT / "bench" / "burst.py"), "--nodes", "60", "--replicas", "12"]
+    else:
+        command = [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--only", "burst"]
     finished = subprocess.run(
         [*command, "--json", str(output)],
         cwd=ROOT,
@@ -126,13 +132,18 @@ def test_burst_scenario_runs_and_spreads(tmp_path: Path) -> None:
         check=False,
     )
     assert finished.returncode == 0, finished.stderr[-3000:]
-    results = {(r["rules"], r["pod_events"]): r for r in json.loads(output.read_text())["results"]}
+    report = json.loads(output.read_text())
+    found = report["results"] if script == "burst.py" else report["burst"]
+    results = {(r["rules"], r["pod_events"]): r for r in found}
     assert len(results) == 6
     assert all(r["replicas"] == 12 and r["p50_ms"] > 0 for r in results.values())
     assert results[("founding (usage only)", True)]["nodes_used"] == 1
     assert results[("founding (usage + recent)", False)]["nodes_used"] == 1
     assert results[("founding (usage + recent)", True)]["nodes_used"] > 1
     assert results[("founding + recent + pods spread", True)]["most_on_one_node"] <= 3
+    if script == "run.py":
+        assert report["scenarios"] == []  # --only burst: no HTTP scenario
+        assert "| founding (usage + recent) | yes |" in finished.stdout
 
 
 def test_stage_profile_reports_every_stage_of_both_verbs() -> None:

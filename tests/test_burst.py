@@ -16,6 +16,13 @@ from typing import Any
 import httpx
 import pytest
 
+from rulesched.cluster import Cluster
+from rulesched.cluster.pods import PodIndex
+from rulesched.extender.observe import Observer
+from rulesched.extender.routes import Extender
+from rulesched.rules.cel import make_engine
+from rulesched.rules.decision import Decision, NodeDecision
+from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 from tests.builders import make_pod
 from tests.kubeapi import KubeAPI, wait_for
@@ -154,3 +161,54 @@ def test_placements_ranked_first_count_until_they_expire(api: KubeAPI, tmp_path:
         assert ranked_first(0) == "node-a", "asking again for the same pod replaces its own placement"
         wait_for(lambda: pods.node_pods("node-a", None).recent["count"] == 0.0, what="the placements expired")
         assert ranked_first(10) == "node-a"
+
+
+def test_a_pod_bound_through_bind_counts_before_the_watch_shows_it(api: KubeAPI, tmp_path: Path) -> None:
+    """A tie at the top of /prioritize counts the pod nowhere (kube-scheduler's own scores pick the node);
+    the /bind that follows counts it, with its requests, on that node at once, not only once the pod
+    watch shows it bound."""
+    for node in ("node-a", "node-b"):
+        api.set_usage(node, "1", "1Gi", age=20)
+    with running(settings(api, tmp_path, founding_rules(tmp_path, False))) as server:
+        pods = server.parts.cluster.pods
+        assert pods is not None
+        wait_for(pods.ready, what="the pod cache")
+        samples = server.parts.cluster.metrics
+        assert samples is not None
+        wait_for(lambda: samples.usage("node-b") is not None, what="metrics")
+        pods.stop()  # the watch falls behind: only the binding itself can count the pod
+        api.add_pod("fx-alpha", "tied-0", "uid-tied-0", cpu="1")
+        pod = make_pod(name="tied-0", namespace="fx-alpha", requests={"cpu": "1"})
+        pod["metadata"]["uid"] = "uid-tied-0"
+        scores = httpx.post(f"{server.url}/prioritize", json={"Pod": pod, "NodeNames": ["node-a", "node-b"]}).json()
+        assert scores[0]["Score"] == scores[1]["Score"]
+        assert pods.node_pods("node-b", None).recent["count"] == 0.0, "a tie places the pod nowhere"
+        body = {"PodName": "tied-0", "PodNamespace": "fx-alpha", "PodUID": "uid-tied-0", "Node": "node-b"}
+        assert httpx.post(f"{server.url}/bind", json=body).json() == {"Error": ""}
+        recent = pods.node_pods("node-b", None).recent
+        assert (recent["count"], recent["requests"]["cpu"]) == (1.0, 1.0)
+        assert httpx.get(f"{server.url}/rules").json()["sources"]["pods"]["pendingPlacements"] == 1
+
+
+@pytest.mark.parametrize(
+    ("scores", "counted_on"),
+    [
+        ({"node-a": 3, "node-b": 7, "node-c": 5}, "node-b"),
+        ({"node-a": 7, "node-b": 7, "node-c": 5}, None),  # a tie: kube-scheduler's own scores decide
+        ({"node-a": 2, "node-b": None}, "node-a"),  # a node without a score counts as 0
+        ({"node-a": 0, "node-b": None}, None),
+        ({"node-a": None}, "node-a"),
+    ],
+)
+def test_a_pod_counts_on_the_one_node_ranked_first_and_on_none_when_tied(
+    scores: dict[str, int | None], counted_on: str | None
+) -> None:
+    index = PodIndex()
+    cluster = Cluster(nodes=None, metrics=None, binder=None, description="test", pods=index)
+    store = RuleStore([RULES], make_engine("cpp"))
+    extender = Extender(Settings(rules_dir=RULES, cluster="off"), store, cluster, Observer())
+    decision = Decision(1, [], {name: NodeDecision(name, score=score) for name, score in scores.items()})
+    pod = make_pod(name="r-0", requests={"cpu": "1"})
+    extender.reserve(pod, decision)
+    counted = {name for name in scores if index.node_pods(name, None).recent["count"] == 1.0}
+    assert counted == ({counted_on} if counted_on else set())

@@ -544,6 +544,39 @@ def test_rendered_roles_grant_nothing_beyond_the_api_calls(variant: str) -> None
     assert every_rendered_grant(render(variant)) <= extender_allowed(variant) | LEASE_CALLS
 
 
+def readme_identities() -> dict[str, str]:
+    """The README's security table: what it says each identity can do, by ServiceAccount name."""
+    table = (REPO / "README.md").read_text().split("<!-- security-identities -->\n", 1)[1].split("\n\n", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    return {row[0].strip("`"): row[-1] for row in rows}
+
+
+def said_grants(text: str) -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]:
+    """(group, resource, verb) of the clauses "`verb`, … on `resource`, …" of `text`: those said always,
+    and those said "only with deploy/overlays/bind/"."""
+    always: set[tuple[str, str, str]] = set()
+    bind: set[tuple[str, str, str]] = set()
+    for clause in text.split(";"):
+        verbs, _, rest = clause.partition(" on ")
+        resources = re.findall(r"`([^`]+)`", rest.split(" only with ")[0])
+        for verb in re.findall(r"`([^`]+)`", verbs):
+            for resource in resources:
+                name, _, group = resource.partition(".")
+                (bind if "only with `deploy/overlays/bind/`" in clause else always).add((group, name, verb))
+    return always, bind
+
+
+def test_the_readme_says_exactly_what_each_identity_can_do() -> None:
+    said = readme_identities()
+    assert set(said) == {SERVICE_ACCOUNT, SCHEDULER_ACCOUNT}
+    always, bind = said_grants(said[SERVICE_ACCOUNT])
+    for variant in VARIANTS:
+        assert grants(render(variant), SERVICE_ACCOUNT) == always | (bind if variant == "bind" else set()), variant
+    roles = set(re.findall(r"`([^`]+)`", said[SCHEDULER_ACCOUNT]))
+    assert roles | {"rulesched-leader-election"} == {name for _, name in SCHEDULER_ROLES}
+    assert "leader-election lease" in said[SCHEDULER_ACCOUNT]
+
+
 @pytest.mark.parametrize("variant", WITH_SCHEDULER)
 def test_leader_election_lease_is_granted_by_name(variant: str) -> None:
     # system:kube-scheduler only covers the lease named kube-scheduler; ours has its own name.

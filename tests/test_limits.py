@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
+from rulesched.cluster.nodecache import NodeCache
 from rulesched.settings import Settings
 from tests.kubeapi import KubeAPI, wait_for
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, RULES
-from tests.server import running_server
+from tests.server import running, running_server
 
 POD = json.loads((EXAMPLES / "pod.json").read_text())
 NODES = ["k8s-master", "k8s-node1", "k8s-node2"]
@@ -103,6 +105,14 @@ def test_keys_that_differ_only_in_case_are_a_400(client: httpx.Client, first: st
     assert f"keys that differ only in case: {first!r} and {second!r}" in reason
 
 
+def test_node_list_keys_are_read_as_go_reads_them(client: httpx.Client) -> None:
+    # Go decodes `Items` into NodeList.Items as it does `items`; both at once would overwrite each other.
+    body = full([node("k8s-node1")]) | {"Nodes": {"Items": [node("k8s-node1")]}}
+    assert client.post("/filter", json=body).json()["Nodes"]["items"][0]["metadata"]["name"] == "k8s-node1"
+    both = full([node("k8s-node1")]) | {"Nodes": {"items": [node("k8s-node1")], "Items": [node("k8s-node2")]}}
+    assert "Nodes has keys that differ only in case" in error(client.post("/filter", json=both), 400)
+
+
 def test_victim_keys_that_differ_only_in_case_are_a_400(client: httpx.Client) -> None:
     victims = {"k8s-node1": {"Pods": [], "pods": [{"UID": "u"}], "NumPDBViolations": 0}}
     response = client.post("/preempt", json={"Pod": POD, "NodeNameToMetaVictims": victims})
@@ -128,11 +138,16 @@ def one_megabyte_bodies() -> dict[str, bytes]:
 
 @pytest.mark.parametrize("verb", ["filter", "prioritize", "preempt"])
 @pytest.mark.parametrize("shape", sorted(one_megabyte_bodies()))
-def test_one_megabyte_of_any_shape_is_answered_without_a_5xx(client: httpx.Client, verb: str, shape: str) -> None:
+def test_one_megabyte_of_any_shape_is_answered_well_under_a_second_without_a_5xx(
+    client: httpx.Client, verb: str, shape: str
+) -> None:
     body = one_megabyte_bodies()[shape]
     assert len(body) >= MEGABYTE * 0.9
-    response = client.post(f"/{verb}", content=body, headers={"content-type": "application/json"})
-    assert response.status_code in {200, 400, 413}, response.text[:300]
+    answers = [client.post(f"/{verb}", content=body, headers={"content-type": "application/json"}) for _ in range(2)]
+    assert all(a.status_code in {200, 400, 413} for a in answers), answers[0].text[:300]
+    # Tens of milliseconds measured (limits.md); the better of two tries, under a second, leaves room for
+    # a loaded test machine (the server shares this process). Before, the repeated name took 7 s.
+    assert min(a.elapsed.total_seconds() for a in answers) < 1.0
     assert client.get("/healthz").status_code == 200
 
 
@@ -154,6 +169,68 @@ def test_a_body_that_stops_arriving_is_dropped_and_the_server_keeps_answering(
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:100]
     assert b"--body-timeout" in answer
     assert client.get("/healthz").status_code == 200
+
+
+def answer_and_close(connection: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    answer = b""
+    while chunk := connection.recv(65536):
+        answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [b"", b"POST /filter HTTP/1.1\r\nHost: x\r\n", b"GET /healthz HTTP/1.1\r\n\r\n"],
+    ids=["nothing", "part of the headers", "then part of the next request"],
+)
+def test_headers_that_stop_arriving_are_answered_408_and_the_connection_closed(
+    client: httpx.Client, server: str, sent: bytes
+) -> None:
+    # uvicorn times out only idle keep-alive connections: before, these stayed open as long as the client
+    # liked, each holding a file descriptor ("slow loris"). Now the headers have --body-timeout too.
+    with raw_connection(server) as stalled:
+        stalled.sendall(sent)
+        if sent.startswith(b"GET"):
+            assert stalled.recv(65536).startswith(b"HTTP/1.1 200 ")  # a whole request is answered
+            stalled.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\n")  # and the next one stops midway
+        assert client.get("/healthz").status_code == 200
+        answer = answer_and_close(stalled)  # recv ends with b"" once the server closes
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:100]
+    assert b"request headers did not arrive within 0.5 s (--body-timeout)" in answer
+    assert client.get("/healthz").status_code == 200
+
+
+def trickle_headers(connection: socket.socket, lines: int) -> int:
+    """Send a header line every 50 ms until the server closes the connection; how many were sent."""
+    for number in range(lines):
+        try:
+            connection.sendall(f"X-Header-{number}: y\r\n".encode())
+        except OSError:  # closed by the server
+            return number
+        time.sleep(0.05)
+    return lines
+
+
+def test_a_client_that_keeps_sending_headers_slowly_is_cut_off(server: str) -> None:
+    with raw_connection(server) as trickle:
+        trickle.sendall(b"POST /filter HTTP/1.1\r\n")
+        assert trickle_headers(trickle, 100) < 60  # the whole would take 5 s; the timeout is 0.5 s
+
+
+def test_slow_clients_cannot_keep_others_out_for_longer_than_the_timeout() -> None:
+    # 40 stalled connections where only 30 are allowed: the scheduler gets 503s at first, then, once the
+    # stalled ones are closed at --body-timeout, answers again.
+    with running_server(config(max_connections=30, body_timeout=0.5)) as url:
+        stalled = [raw_connection(url) for _ in range(40)]
+        try:
+            for number, each in enumerate(stalled):
+                each.sendall(b"POST /filter HTTP/1.1\r\n" if number % 2 else b"")
+            with httpx.Client(base_url=url, timeout=5) as client:
+                wait_for(lambda: client.get("/healthz").status_code == 200, timeout=5, what="answers again")
+        finally:
+            for each in stalled:
+                each.close()
 
 
 def test_connections_beyond_the_limit_get_a_503_and_the_server_recovers() -> None:
@@ -182,6 +259,26 @@ def test_unknown_names_beyond_the_fetch_limit_are_not_looked_up(api: KubeAPI, tm
     assert len(asked) == 2, asked
     not_asked = [answer["FailedAndUnresolvableNodes"][name] for name in unknown[2:]]
     assert all("not looked up: more than 2 unknown names" in reason for reason in not_asked)
+
+
+def test_during_an_api_outage_requests_naming_new_nodes_make_almost_no_gets(api: KubeAPI, tmp_path: Path) -> None:
+    # Issue #12 measured 74 direct GETs in 15 s at 5 requests/s, one per request naming a node the cache
+    # lacked. Now the failed GET pauses every lookup for the node cache's backoff (and misses are kept).
+    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+    settings = config(nodes_file=None, kubeconfig=kubeconfig, cluster="on", metrics_interval=5)
+    with running(settings) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        wait_for(lambda: client.get("/readyz").status_code == 200, what="/readyz")
+        nodes = server.parts.cluster.nodes
+        assert isinstance(nodes, NodeCache)
+        api.go_down()
+        wait_for(lambda: nodes.status().failing, what="the node cache to notice the outage")
+        before = len(api.requests("GET /api/v1/nodes/"))
+        for number in range(15):  # 5 requests a second for 3 s, each naming a node never seen
+            answer = client.post("/filter", json=names(["node-a", f"node-new-{number}"])).json()
+            assert f"node-new-{number}" in answer["FailedAndUnresolvableNodes"]
+            time.sleep(0.2)
+        asked = len(api.requests("GET /api/v1/nodes/")) - before
+    assert asked <= 2, f"{asked} direct GETs in 3 s of outage"
 
 
 def test_health_checks_are_answered_while_a_large_request_is_worked_out() -> None:

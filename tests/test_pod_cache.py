@@ -19,6 +19,7 @@ from rulesched.cluster.binder import ApiBinder
 from rulesched.cluster.kube import KubeAccess
 from rulesched.cluster.podcache import POD_SELECTOR, NamespaceCache, PodCache
 from rulesched.cluster.pods import PodIndex
+from rulesched.rules.context import VIEW_MAX_CHARS, VIEW_MAX_ENTRIES, namespace_view, pod_view
 from tests.builders import make_pod
 from tests.kubeapi import KubeAPI, wait_for
 
@@ -201,3 +202,46 @@ def test_the_pod_index_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
     assert index.size() == 2
     assert index.overflowed
     assert "pod cache full" in caplog.text
+
+
+def kept_chars(view: dict[str, Any]) -> int:
+    return sum(len(k) + len(v) for part in ("labels", "annotations") for k, v in view["metadata"][part].items())
+
+
+def test_a_cached_pod_keeps_a_bounded_amount_of_labels_and_annotations() -> None:
+    # Kubernetes allows 256 KiB of annotations (and labels without a total): a pod built to be large
+    # would otherwise cost that much in the cache, 200,000 times over (--max-pods).
+    pod = make_pod(name="huge", labels={"app": "web"})
+    pod["metadata"]["annotations"] = {f"a-{i:03}": "x" * 1000 for i in range(250)} | {"team": "ml"}
+    view = pod_view(pod)
+    assert view["metadata"]["labels"] == {"app": "web"}, "labels first"
+    assert list(view["metadata"]["annotations"]) == [f"a-{i:03}" for i in range(16)], "then annotations, in key order"
+    assert kept_chars(view) <= VIEW_MAX_CHARS
+    many_labels = make_pod(name="labelled", labels={f"l-{i:04}": "v" * 63 for i in range(1000)})
+    view = pod_view(many_labels)
+    assert 0 < len(view["metadata"]["labels"]) < 1000
+    assert kept_chars(view) <= VIEW_MAX_CHARS
+    tiny_labels = make_pod(name="tiny", labels={f"{i:05}": "" for i in range(20_000)})
+    assert list(pod_view(tiny_labels)["metadata"]["labels"]) == [f"{i:05}" for i in range(VIEW_MAX_ENTRIES)]
+    namespace = namespace_view({}, {"metadata": {"name": "big", "annotations": pod["metadata"]["annotations"]}})
+    assert kept_chars(namespace) <= VIEW_MAX_CHARS
+
+
+def test_an_ordinary_pod_keeps_every_label_and_short_annotation() -> None:
+    pod = make_pod(name="web-0", labels={"app": "web", "pod-template-hash": "5d8f7c9b4"})
+    pod["metadata"]["annotations"] = {"team": "ml", "kubectl.kubernetes.io/last-applied-configuration": "{" * 2000}
+    view = pod_view(pod)
+    assert view["metadata"]["labels"] == {"app": "web", "pod-template-hash": "5d8f7c9b4"}
+    assert view["metadata"]["annotations"] == {"team": "ml"}
+
+
+def test_a_binding_counts_the_requests_of_a_pod_ranked_with_a_tie_and_those_views_are_bounded() -> None:
+    index = PodIndex(max_pending=2)
+    for number in range(3):
+        index.ranked(make_pod(name=f"p{number}", requests={"cpu": "1"}))  # ties: no node ranked first
+    assert index.pending() == 0
+    for number in (0, 2):  # a binding names the pod only
+        named = {"namespace": "default", "name": f"p{number}", "uid": f"uid-default-p{number}"}
+        index.reserve({"metadata": named}, "node-a")
+    recent = index.node_pods("node-a", None).recent
+    assert (recent["count"], recent["requests"]["cpu"]) == (2.0, 1.0), "p0's view was the oldest of three: forgotten"

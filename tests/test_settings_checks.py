@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import trustme
 
 from rulesched.cli import main
 from tests.paths import EXAMPLE_NODES, RULES
@@ -57,3 +58,39 @@ def test_enable_bind_when_no_cluster_is_found_refuses_to_start(
 def test_a_bad_value_still_names_its_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--max-candidates", "0"]) == 2
     assert capsys.readouterr().err.startswith("rulesched: --max-candidates: ")
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("tls-files")
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(directory / "ca.crt"))
+    for name in ("server", "other"):
+        leaf = ca.issue_cert("127.0.0.1")
+        leaf.cert_chain_pems[0].write_to_path(str(directory / f"{name}.crt"))
+        leaf.private_key_pem.write_to_path(str(directory / f"{name}.key"))
+    (directory / "not-pem.txt").write_text("not a certificate\n")
+    return directory
+
+
+UNUSABLE_TLS = [
+    (["missing.crt", "server.key"], "--tls-cert-file {d}/missing.crt: no such file"),
+    (["server.crt", "missing.key"], "--tls-key-file {d}/missing.key: no such file"),
+    (["not-pem.txt", "server.key"], "--tls-cert-file {d}/not-pem.txt with --tls-key-file {d}/server.key: not a"),
+    (["server.crt", "other.key"], "--tls-cert-file {d}/server.crt with --tls-key-file {d}/other.key: not a"),
+    (["server.crt", "server.key", "missing-ca.crt"], "--tls-client-ca-file {d}/missing-ca.crt: no such file"),
+    (["server.crt", "server.key", "not-pem.txt"], "--tls-client-ca-file {d}/not-pem.txt holds no PEM certificate"),
+]
+
+
+@pytest.mark.parametrize(("files", "line"), UNUSABLE_TLS, ids=["/".join(f) for f, _ in UNUSABLE_TLS])
+def test_unusable_tls_files_refuse_to_start_with_one_line(
+    tls_files: Path, files: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before, uvicorn found out after start-up and the process ended with a traceback.
+    flags = ["--tls-cert-file", "--tls-key-file", "--tls-client-ca-file"]
+    given = [part for flag, name in zip(flags, files, strict=False) for part in (flag, str(tls_files / name))]
+    assert main(["serve", "--rules", str(RULES), "--cluster", "off", "--port", "0", *given]) == 1
+    error = capsys.readouterr().err
+    assert len(error.splitlines()) == 1, error
+    assert error.startswith(f"rulesched: {line.format(d=tls_files)}"), error

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from rulesched.extender.server import certificate_names
+from rulesched.extender.connection import certificate_names
 from rulesched.settings import Settings
 from tests.paths import RULES
 from tests.server import running_server

@@ -178,6 +178,9 @@ class PodCache(_ListWatchCache):
     def forget(self, pod: Mapping[str, Any]) -> None:
         self.index.forget(pod)
 
+    def ranked(self, pod: Mapping[str, Any]) -> None:
+        self.index.ranked(pod)
+
 
 class NamespaceCache(_ListWatchCache):
     """A NamespaceSource backed by the API: every Namespace, trimmed, list+watch. At most `max_namespaces`."""

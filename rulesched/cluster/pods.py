@@ -51,6 +51,9 @@ class PodSource(Protocol):
     def forget(self, pod: Mapping[str, Any]) -> None:
         """`pod` is being scheduled again: its pending placement, if any, no longer holds."""
 
+    def ranked(self, pod: Mapping[str, Any]) -> None:
+        """`pod` was ranked without one node first (a tie): if it is bound through /bind, count its requests."""
+
     def ready(self) -> bool: ...
 
     def size(self) -> int: ...
@@ -136,6 +139,8 @@ class PodIndex:
         self._by_node: dict[str, dict[str, Placed]] = {}
         self._pending: OrderedDict[str, Placed] = OrderedDict()
         self._pending_by_node: dict[str, dict[str, Placed]] = {}
+        self._ranked: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
+        """Views of pods ranked with a tie at the top, for a binding that names the pod only (`max_pending`)."""
         self._epoch = 0
         self._versions: dict[str, int] = {}
         self._expiries: list[tuple[datetime.datetime, str]] = []
@@ -214,14 +219,30 @@ class PodIndex:
             if key in self._pods:
                 return  # already seen bound: the watch has the last word
             old = self._unpend(key)
+            ranked = self._ranked.pop(key, None)
             # A binding names the pod only: it keeps the view (and requests) its ranking recorded.
-            view = old.view if old is not None and not isinstance(pod.get("spec"), Mapping) else pod_view(pod)
+            view: Mapping[str, Any]
+            if isinstance(pod.get("spec"), Mapping):
+                view = pod_view(pod)
+            else:
+                view = old.view if old is not None else ranked or pod_view(pod)
             self._pending[key] = placed = Placed(node, view, now)
             self._pending_by_node.setdefault(node, {})[key] = placed
             while len(self._pending) > self.max_pending:
                 self._unpend(next(iter(self._pending)))
             self._push(now, node)
             self._touch(node)
+
+    def ranked(self, pod: Mapping[str, Any]) -> None:
+        key = pod_key(pod)
+        if not key:
+            return
+        view = pod_view(pod)
+        with self._lock:
+            self._ranked.pop(key, None)
+            self._ranked[key] = view
+            while len(self._ranked) > self.max_pending:
+                self._ranked.popitem(last=False)
 
     def forget(self, pod: Mapping[str, Any]) -> None:
         key = pod_key(pod)
@@ -337,6 +358,9 @@ class FilePodSource(PodIndex):
         self.replace(items_of(path, "PodList"))
 
     def reserve(self, pod: Mapping[str, Any], node: str) -> None:
+        pass
+
+    def ranked(self, pod: Mapping[str, Any]) -> None:
         pass
 
 

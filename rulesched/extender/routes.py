@@ -17,6 +17,7 @@ import contextlib
 import datetime
 import functools
 import gc
+import operator
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -46,6 +47,7 @@ from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 
 _SEEN_NODES = 10_000
+_SCORE = operator.attrgetter("score")
 T = TypeVar("T")
 Found = tuple[Sequence[NodeContext], Mapping[str, str], Decision]
 """A call's node contexts, the names it could not evaluate (with why), and its decision."""
@@ -280,14 +282,21 @@ class Extender:
 
     def reserve(self, pod: Mapping[str, Any], decision: Decision) -> None:
         """Count the pod on the node this extender ranked first, when one node alone has the top score
-        (with ties, kube-scheduler's own scores decide), until the pod watch shows where it went."""
+        (with ties, kube-scheduler's own scores decide: the pod is counted when /bind names its node),
+        until the pod watch shows where it went."""
         if self.cluster.pods is None or not decision.nodes:
             return
-        scores = [(v.score or 0, name) for name, v in decision.nodes.items()]
-        best = max(score for score, _ in scores)
-        top = [name for score, name in scores if score == best]
-        if len(top) == 1:
-            self.cluster.pods.reserve(pod, top[0])
+        # Every prioritize call pays for this over all its candidates: C-level passes only (a loop in
+        # Python cost as much as the rest of a 1000-candidate call's own Python work).
+        nodes = list(decision.nodes.values())
+        scores = list(map(_SCORE, nodes))
+        if None in scores:  # a node without a score counts as 0
+            scores = [score or 0 for score in scores]
+        best = max(scores)
+        if scores.count(best) == 1:
+            self.cluster.pods.reserve(pod, nodes[scores.index(best)].name)
+        else:
+            self.cluster.pods.ranked(pod)
 
 
 Resume = Callable[..., Response]

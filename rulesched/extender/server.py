@@ -8,18 +8,17 @@ import gc
 import logging
 import ssl
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from rulesched.cluster import Cluster, build_cluster
 from rulesched.cluster.sources import SourceError
 from rulesched.extender.app import create_app
+from rulesched.extender.connection import connection_protocol
 from rulesched.extender.logformat import configure_logging
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.observe import Observer
@@ -51,6 +50,7 @@ class Parts:
 
 def build(settings: Settings) -> Parts:
     """Load the rules (all must load) and build the cluster sources and the app; nothing started yet."""
+    check_tls(settings)
     engine = _engine(settings)
     store = RuleStore([settings.rules_dir], engine)
     metrics = Metrics()
@@ -138,6 +138,29 @@ def _shadow(settings: Settings, store: RuleStore, extender: Extender, metrics: M
     return shadow
 
 
+def check_tls(settings: Settings) -> None:
+    """Refuse to start, in one line, with TLS files that cannot serve (missing, not PEM, a key that is not
+    the certificate's, a CA file without a certificate in it); uvicorn would fail later with a traceback."""
+    cert, key, ca = settings.tls_cert_file, settings.tls_key_file, settings.tls_client_ca_file
+    if cert is None or key is None:
+        return  # TLS off (Settings refuses one without the other)
+    for flag, path in (("--tls-cert-file", cert), ("--tls-key-file", key), ("--tls-client-ca-file", ca)):
+        if path is not None and not path.is_file():
+            raise StartupError(f"{flag} {path}: no such file")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(cert, key, password=b"")  # an encrypted key: an error here, not a prompt
+    except (OSError, ssl.SSLError) as error:
+        raise StartupError(
+            f"--tls-cert-file {cert} with --tls-key-file {key}: not a PEM certificate and its unencrypted key ({error})"
+        ) from None
+    if ca is not None:
+        try:
+            context.load_verify_locations(cafile=ca)
+        except (OSError, ssl.SSLError) as error:
+            raise StartupError(f"--tls-client-ca-file {ca} holds no PEM certificate ({error})") from None
+
+
 def settle_garbage_collector() -> None:
     """Move everything built at start-up (rules, node files) out of the collector's sight.
 
@@ -149,38 +172,15 @@ def settle_garbage_collector() -> None:
     gc.freeze()
 
 
-def certificate_names(peer: Mapping[str, Any]) -> set[str]:
-    """A client certificate's subject common names and DNS/URI subject alternative names."""
-    names = {value for rdn in peer.get("subject", ()) for key, value in rdn if key == "commonName"}
-    names |= {value for kind, value in peer.get("subjectAltName", ()) if kind in ("DNS", "URI")}
-    return names
-
-
-def _checking_names(allowed: frozenset[str]) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol that closes, before reading a byte, a TLS connection whose client certificate
-    names none of `allowed` (the CA alone vouches only that the certificate is from the cluster)."""
-
-    class CheckedNames(HttpToolsProtocol):
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            peer = transport.get_extra_info("peercert") or {}
-            if not certificate_names(peer) & allowed:
-                log.warning("refused a client certificate named %s", sorted(certificate_names(peer)) or "nothing")
-                transport.abort()
-
-    return CheckedNames
-
-
 def uvicorn_config(parts: Parts) -> uvicorn.Config:
-    """uvicorn's settings: TLS as asked (checked by Settings), bounded connections, no access log."""
+    """uvicorn's settings: TLS as asked (checked by Settings and `check_tls`), bounded connections, a deadline on
+    request headers (`connection_protocol`), no access log."""
     settings = parts.settings
     tls: dict[str, object] = {}
     if settings.tls_cert_file and settings.tls_key_file:
         tls = {"ssl_certfile": str(settings.tls_cert_file), "ssl_keyfile": str(settings.tls_key_file)}
         if settings.tls_client_ca_file:
             tls |= {"ssl_ca_certs": str(settings.tls_client_ca_file), "ssl_cert_reqs": ssl.CERT_REQUIRED}
-        if settings.tls_client_names:
-            tls["http"] = _checking_names(frozenset(settings.tls_client_names))
     return uvicorn.Config(
         parts.app,
         host=settings.host,
@@ -190,6 +190,7 @@ def uvicorn_config(parts: Parts) -> uvicorn.Config:
         server_header=False,
         timeout_keep_alive=75,
         limit_concurrency=settings.max_connections,
+        http=connection_protocol(settings.body_timeout, frozenset(settings.tls_client_names)),
         **tls,  # type: ignore[arg-type]
     )
 

@@ -124,7 +124,7 @@ class ExtenderArgs:
         names = document.get("nodenames")
         nodes: list[JSON] | None = None
         if node_list is not None:
-            items = node_list.get("items")
+            items = folded(node_list, "Nodes").get("items")
             if items is None:
                 items = []
             if not isinstance(items, list):

@@ -104,16 +104,41 @@ _OWNER_FIELDS = ("apiVersion", "kind", "name", "uid", "controller")
 ANNOTATION_MAX_CHARS = 1024
 """Annotations with longer values (`kubectl.kubernetes.io/last-applied-configuration`, say) are left out of
 the views kept of pods and namespaces, so that the memory a cached pod takes is bounded."""
+VIEW_MAX_CHARS = 16_384
+"""Most characters (keys and values) of labels and annotations one view of a pod or namespace keeps."""
+VIEW_MAX_ENTRIES = 128
+"""Most labels and annotations, together, one view keeps (the map size the cost estimate assumes).
+
+Labels come first, then annotations, each in key order, until either bound; the rest are left out.
+Kubernetes bounds only the annotations (256 KiB); real pods carry a few dozen entries and well under 2 KiB,
+so these bite only objects built to be large."""
 
 
-def _short_annotations(value: object) -> dict[str, str]:
+def _strings(
+    value: object, room: tuple[int, int], longest: int = VIEW_MAX_CHARS
+) -> tuple[dict[str, str], tuple[int, int]]:
+    """The string entries of a map (values of at most `longest` characters) that fit in `room`: (characters
+    of keys and values, entries); and the room left."""
+    kept: dict[str, str] = {}
+    chars, entries = room
     if not isinstance(value, Mapping):
-        return {}
-    return {str(k): v for k, v in value.items() if isinstance(v, str) and len(v) <= ANNOTATION_MAX_CHARS}
+        return kept, room
+    for key, item in sorted(value.items(), key=lambda entry: str(entry[0])):
+        if isinstance(item, str) and len(item) <= longest:
+            chars -= len(str(key)) + len(item)
+            entries -= 1
+            if chars < 0 or entries < 0:
+                return kept, (0, 0)
+            kept[str(key)] = item
+    return kept, (chars, entries)
 
 
-def _labels(value: object) -> dict[str, str]:
-    return {str(k): v for k, v in value.items() if isinstance(v, str)} if isinstance(value, Mapping) else {}
+def labels_and_annotations(metadata: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """The labels and the short annotations a view keeps of `metadata`, within VIEW_MAX_CHARS and
+    VIEW_MAX_ENTRIES in all."""
+    labels, room = _strings(metadata.get("labels"), (VIEW_MAX_CHARS, VIEW_MAX_ENTRIES))
+    annotations, _ = _strings(metadata.get("annotations"), room, ANNOTATION_MAX_CHARS)
+    return labels, annotations
 
 
 def pod_view(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,8 +148,7 @@ def pod_view(pod: Mapping[str, Any]) -> dict[str, Any]:
     assert isinstance(metadata, Mapping)
     assert isinstance(spec, Mapping)
     kept: dict[str, Any] = {k: metadata[k] for k in _VIEW_METADATA if k in metadata and metadata[k] is not None}
-    kept["labels"] = _labels(metadata.get("labels"))
-    kept["annotations"] = _short_annotations(metadata.get("annotations"))
+    kept["labels"], kept["annotations"] = labels_and_annotations(metadata)
     owners = metadata.get("ownerReferences")
     if isinstance(owners, list):
         kept["ownerReferences"] = [
@@ -145,13 +169,8 @@ def namespace_view(pod: Mapping[str, Any], namespace: Mapping[str, Any] | None) 
         pod_metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
         assert isinstance(pod_metadata, Mapping)
         metadata = {"name": pod_metadata.get("namespace") or "default"}
-    return {
-        "metadata": {
-            "name": str(metadata.get("name") or ""),
-            "labels": _labels(metadata.get("labels")),
-            "annotations": _short_annotations(metadata.get("annotations")),
-        }
-    }
+    labels, annotations = labels_and_annotations(metadata)
+    return {"metadata": {"name": str(metadata.get("name") or ""), "labels": labels, "annotations": annotations}}
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -1,0 +1,84 @@
+"""The HTTP connection: uvicorn's httptools protocol with a deadline on request headers and, for mutual TLS,
+a check of the client certificate's names.
+
+uvicorn times out only idle keep-alive connections. A client that connects and sends nothing, or sends
+part of a request's headers and stops ("slow loris"), would hold its connection and its file descriptor
+for as long as it likes: a few hundred of them exhaust the process's descriptors and no one else is
+answered. Here a request's headers must arrive within `--body-timeout` of its first byte (or of the
+connection, for the first request); the body then has the same time again (`Extender.body`). A client
+that misses it gets a 408 and its connection is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+log = logging.getLogger("rulesched")
+
+
+def certificate_names(peer: Mapping[str, Any]) -> set[str]:
+    """A client certificate's subject common names and DNS/URI subject alternative names."""
+    names = {value for rdn in peer.get("subject", ()) for key, value in rdn if key == "commonName"}
+    names |= {value for kind, value in peer.get("subjectAltName", ()) if kind in ("DNS", "URI")}
+    return names
+
+
+def timeout_answer(seconds: float) -> bytes:
+    """The 408 sent to a client whose request headers did not arrive in time."""
+    body = orjson.dumps({"error": f"request headers did not arrive within {seconds:g} s (--body-timeout)"})
+    head = f"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+    return head.encode() + b"connection: close\r\n\r\n" + body
+
+
+def connection_protocol(header_timeout: float, allowed_names: frozenset[str] = frozenset()) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol, closing a connection whose request headers take longer than `header_timeout`
+    seconds and, when `allowed_names` are given, a TLS connection whose client certificate names none of them
+    (before reading a byte: the CA alone vouches only that the certificate is from the cluster)."""
+
+    class Connection(HttpToolsProtocol):
+        headers_due: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if allowed_names:
+                peer = transport.get_extra_info("peercert") or {}
+                if not certificate_names(peer) & allowed_names:
+                    log.warning("refused a client certificate named %s", sorted(certificate_names(peer)) or "nothing")
+                    transport.abort()
+                    return
+            self._expect_headers()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._expect_headers()
+
+        def on_headers_complete(self) -> None:
+            self._headers_arrived()
+            super().on_headers_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._headers_arrived()
+            super().connection_lost(exc)
+
+        def _expect_headers(self) -> None:
+            self._headers_arrived()
+            self.headers_due = self.loop.call_later(header_timeout, self._headers_late)
+
+        def _headers_arrived(self) -> None:
+            if self.headers_due is not None:
+                self.headers_due.cancel()
+                self.headers_due = None
+
+        def _headers_late(self) -> None:
+            self.headers_due = None
+            if not self.transport.is_closing():
+                self.transport.write(timeout_answer(header_timeout))
+                self.transport.close()
+
+    return Connection
