@@ -10,13 +10,11 @@ rule over all the nodes that miss in one engine call.
 from __future__ import annotations
 
 import datetime
-import functools
 import itertools
 import math
-import operator
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from rulesched.rules import semantics
@@ -475,12 +473,8 @@ def _min_max(rule: Rule) -> bool:
 
 
 def _range(outcomes: Sequence[ScoreOutcome]) -> tuple[float, float] | None:
-    known = list(filter(_IS_KNOWN, map(_RAW, outcomes)))
+    known = [o.raw for o in outcomes if o.raw is not None]
     return (min(known), max(known)) if known else None
-
-
-_RAW = attrgetter("raw")
-_IS_KNOWN = functools.partial(operator.is_not, None)
 
 
 def _normalized(raws: Sequence[float | None], how: str, known: tuple[float, float] | None) -> list[float]:
