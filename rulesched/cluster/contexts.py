@@ -14,15 +14,28 @@ any node) may have changed. An unchanged candidate is one dictionary lookup.
 
 from __future__ import annotations
 
+import datetime
 import threading
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from rulesched.cluster.pods import PodSource
 from rulesched.cluster.sources import MetricsSource, NodeSource
-from rulesched.rules.context import EMPTY_PODS, NodeContext, NodePods, NodeUsage, node_context, node_name
+from rulesched.rules.context import EMPTY_PODS, NodeContext, NodePods, NodeUsage, node_context, node_name, with_sample
+from rulesched.rules.plan import after_new_sample
 
 _MAX_CACHED = 20_000
+
+
+def resampled(
+    context: NodeContext, usage: NodeUsage | None, pods: NodePods, now: datetime.datetime | None = None
+) -> NodeContext:
+    """The context of the same node object with a new metrics sample (a poll changes every node's): its
+    memo is made again from the old one, so that what reads no `metrics` is neither converted nor
+    evaluated again (`rules.plan.after_new_sample`)."""
+    built = with_sample(context, usage, pods, now)
+    object.__setattr__(built, "memo", after_new_sample(context.memo))
+    return built
 
 
 class NodeContexts:
@@ -54,7 +67,10 @@ class NodeContexts:
             version = (node.get("metadata") or {}).get("resourceVersion")
             if version and cached.key[1] == version and cached.key[2] == usage:
                 return cached
-        built = node_context(node, usage, pods=self.node_pods(name, usage))
+        if cached is not None and cached.node is node and cached.key[3] == pods:
+            built = resampled(cached, usage, self.node_pods(name, usage))
+        else:
+            built = node_context(node, usage, pods=self.node_pods(name, usage))
         if cached is not None and cached.node is node and cached.key[2] is usage:
             memo = cached.memo  # only the pods changed: results of rules that read none of them hold
             if memo is not None and memo.pod_free:

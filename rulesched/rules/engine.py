@@ -163,14 +163,25 @@ process thousands of freed activations larger."""
 
 
 def _node_only(plan: Plan, nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]) -> None:
-    """Every node-only result of the book for new memos, one engine call per rule and chunk of nodes."""
-    for start in range(0, len(memos), _CHUNK):
-        chunk = range(start, min(start + _CHUNK, len(memos)))
-        bindings = [node_bindings(plan, memos[i], keep=False) for i in chunk]
-        names = [nodes[i].name for i in chunk]
-        columns = [_node_only_column(plan, rule, names, bindings) for rule in plan.node_only]
-        for row, i in enumerate(chunk):
-            memos[i].node_only = [column[row] for column in columns]
+    """Every node-only result of the book for new memos, one engine call per rule and chunk of nodes; for
+    memos made again after a new metrics sample, only the results of the rules that read `metrics`."""
+    new = [i for i, memo in enumerate(memos) if memo.carried is None]
+    again = [i for i, memo in enumerate(memos) if memo.carried is not None]
+    for group, rules in ((new, plan.node_only), (again, [plan.node_only[slot] for slot in plan.sample_slots])):
+        for start in range(0, len(group), _CHUNK):
+            chunk = group[start : start + _CHUNK]
+            bindings = [node_bindings(plan, memos[i], keep=False) for i in chunk]
+            names = [nodes[i].name for i in chunk]
+            columns = [_node_only_column(plan, rule, names, bindings) for rule in rules]
+            for row, i in enumerate(chunk):
+                memo = memos[i]
+                results = [column[row] for column in columns]
+                if memo.carried is None:
+                    memo.node_only = results
+                    continue
+                for rule, result in zip(rules, results, strict=True):
+                    memo.carried[rule.slot] = result
+                memo.node_only, memo.carried = memo.carried, None
 
 
 def _node_only_column(plan: Plan, rule: Rule, names: Sequence[str], bindings: Sequence[Any]) -> Sequence[Any]:
@@ -260,6 +271,8 @@ def _filter(
     if not all(found):  # `None in found` compares each tuple with None: slower
         work()
         memos = _memos(plan, nodes)
+        # Memos made again after a new metrics sample may have kept their verdicts (no filter reads it).
+        found = [hit or memos[i].decisions.get(key) for i, hit in enumerate(found)]
         missing = [i for i, hit in enumerate(found) if hit is None]
         for i, built in zip(missing, _verdicts(plan, request, rules, nodes, memos, missing), strict=True):
             found[i] = built
@@ -449,7 +462,7 @@ def _prioritize(
     ranges = tuple(_range(c) if _min_max(r) else None for r, c in zip(rules, columns, strict=True))
     pods = tuple(request.key_for(r.reads_now) for r in rules if r.per_pod)
     key = plan.key("prioritize", tuple(r.position for r in rules), pods, ranges)
-    found: list[Cached | None] = [memo.scored if memo.score_key is key else memo.decisions.get(key) for memo in memos]
+    found: list[Cached | None] = [memo.scored if memo.score_key is key else memo.scorings.get(key) for memo in memos]
     if not all(found):
         work()
         missing = [i for i, hit in enumerate(found) if hit is None]
@@ -463,7 +476,7 @@ def _prioritize(
                 if score.error is not None
             )
             built = found[i] = (verdict, errors, _NONE_FAILED)
-            remember(memos[i].decisions, key, built, NODE_MEMO_KEPT)
+            remember(memos[i].scorings, key, built, NODE_MEMO_KEPT)
             memos[i].score_key, memos[i].scored = key, built
     return _collect(found, decision, filters=False)  # type: ignore[arg-type]
 

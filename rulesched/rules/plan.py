@@ -76,6 +76,9 @@ class NodeMemo:
     node_only: list[Any] | None = None
     per_pod: dict[Hashable, Any] = field(default_factory=dict)
     decisions: dict[Hashable, Any] = field(default_factory=dict)
+    """Filter verdicts by key (the last `NODE_MEMO_KEPT`)."""
+    scorings: dict[Hashable, Any] = field(default_factory=dict)
+    """Prioritize verdicts by key (the last `NODE_MEMO_KEPT`)."""
     projections: dict[int, bytes] = field(default_factory=dict)
     """By rule position: the node's values that per-pod rule reads, as a key."""
     filter_key: str = ""
@@ -88,6 +91,23 @@ class NodeMemo:
     pod_free: bool = False
     """The plan reads none of `pods`, `allocated`, `recent`: the memo stays right when only the node's pods
     change, and a rebuilt context of the same node object and metrics sample takes it over."""
+    previous: NodeMemo | None = None
+    """Set on a placeholder only (`after_new_sample`): the memo of the same node object before its metrics
+    sample changed, from which the plan makes this node's memo again, computing only what reads `metrics`."""
+    carried: list[Any] | None = None
+    """Node-only results taken over from `previous`, None for each rule that reads `metrics`; until the
+    node-only results are complete (`node_only`)."""
+
+
+def after_new_sample(memo: NodeMemo | None) -> NodeMemo | None:
+    """The memo for the new context of the same node object with a new metrics sample (and the same pods):
+    a placeholder the plan completes (`Plan.memo`) from what does not read `metrics`, or None when nothing
+    can be kept (no memo, or the plan reads the node's pods, whose `recent` follows the sample's time)."""
+    if memo is not None and memo.previous is not None:
+        memo = memo.previous  # a placeholder never completed: keep the memo it came from
+    if memo is None or not memo.pod_free or memo.node_only is None:
+        return None
+    return NodeMemo(0, {}, previous=memo)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +220,12 @@ class Plan:
         self.node_pods = [n for n in NODE_PODS if any(n in r.reads for r in rules)]
         """The pod-dependent node names the book reads: only those are converted for the engine."""
         self.reads_requests = any("requests" in r.reads for r in per_pod)
+        self.sample_slots = [r.slot for r in self.node_only if "metrics" in r.compiled.reads]
+        """Node-only rules that read `metrics`: computed again when a node's metrics sample changes."""
+        self.sample_positions = frozenset(
+            r.position for group in (*self.filters, *self.scores) for r in group if "metrics" in r.compiled.reads
+        )
+        self.filters_read_sample = any("metrics" in r.compiled.reads for group in self.filters for r in group)
         self.conditions_read_now = any("now" in c.paths for c in conditions)
         self._bound: OrderedDict[Hashable, Program | None] = OrderedDict()
         self.applying: dict[Hashable, Any] = {}
@@ -270,6 +296,9 @@ class Plan:
     def memo(self, node: NodeContext) -> NodeMemo:
         """A new memo of the node for this plan, its engine values converted; not stored in the node until
         its node-only results are in (`keep`), so that a memo found in a node is always complete."""
+        placeholder = node.memo
+        if placeholder is not None and placeholder.previous is not None and placeholder.previous.token == self.token:
+            return self._after_new_sample(placeholder.previous, node)
         engine = self.book.engine
         values = {
             "node": engine.convert(trim(node.node, self.node_paths) if self.node_paths else {}),
@@ -281,6 +310,29 @@ class Plan:
             value = getattr(node.pods, name)
             values[name] = engine.convert(list(value) if isinstance(value, tuple) else value)
         return NodeMemo(self.token, values, pod_free=not self.node_pods)
+
+    def _after_new_sample(self, previous: NodeMemo, node: NodeContext) -> NodeMemo:
+        """The node's memo after a new metrics sample: `previous`'s converted values, results and verdicts,
+        but for `metrics` and what reads it. Filter verdicts are kept only when no filter reads `metrics`;
+        prioritize verdicts never (a node's raw scores may have changed)."""
+        values = dict(previous.values)
+        values["metrics"] = self.book.engine.convert(node.metrics)
+        memo = NodeMemo(self.token, values, pod_free=previous.pod_free)
+        carried = list(previous.node_only or ())
+        for slot in self.sample_slots:
+            carried[slot] = None
+        memo.carried = carried
+        positions = self.sample_positions
+        memo.per_pod = {
+            key: found
+            for key, found in previous.per_pod.items()
+            if not (isinstance(key, tuple) and key[0] in positions)
+        }
+        memo.projections = {key: found for key, found in previous.projections.items() if key not in positions}
+        if not self.filters_read_sample:
+            memo.decisions = dict(previous.decisions)
+            memo.filter_key, memo.filtered = previous.filter_key, previous.filtered
+        return memo
 
     def keep(self, node: NodeContext, memo: NodeMemo) -> None:
         """Store `memo` (its node-only results computed) in the node, replacing another plan's."""
