@@ -76,7 +76,7 @@ class MetricsServer(http.server.ThreadingHTTPServer):
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: MetricsServer
 
-    def do_GET(self) -> None:  # noqa: N802  (http.server's naming)
+    def do_GET(self) -> None:
         if self.path.split("?")[0] != METRICS_PATH:
             self.send_error(404)
             return
@@ -89,7 +89,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.server.polls += 1
         self.server.served.set()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (http.server's signature)
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
