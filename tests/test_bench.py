@@ -148,3 +148,34 @@ def test_stage_profile_reports_every_stage_of_both_verbs() -> None:
         for stage in ("decode", "candidates", "evaluate", "encode")
     ]
     assert rows == [*stages, "in process, filter + prioritize"]
+
+
+def test_poll_scenario_measures_the_first_request_after_each_poll(tmp_path: Path) -> None:
+    """`bench/poll.py`: a real server polls a loopback metrics-server; the first request after each poll
+    is measured against the steady ones, and the nodes asked about were made ready ahead of it."""
+    output = tmp_path / "poll.json"
+    script = str(ROOT / "bench" / "poll.py")
+    command = [
+        sys.executable,
+        script,
+        "--size",
+        "50",
+        "--polls",
+        "2",
+        "--interval",
+        "0.5",
+        "--settle",
+        "0.1",
+        "--json",
+        str(output),
+    ]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(output.read_text())
+    assert result["polls"] == 2
+    assert result["mismatches"] == 0
+    assert result["first_after_poll_p50_ms"] > 0
+    assert result["steady_p50_ms"] > 0
+    assert result["ratio"] > 0
+    assert result["refreshed_ahead"] >= 2 * 50

@@ -50,6 +50,8 @@ class NodeContexts:
         self._lock = threading.Lock()
         self._current: dict[str, NodeContext] = {}
         """Names mode: contexts known current at the sources' generations below."""
+        self._stale: dict[str, None] = {}
+        """Names mode: the names whose contexts new metrics samples made stale (`take_stale`), in order."""
         self._node_generation = nodes.generation() if nodes else 0
         self._metrics_generation: Hashable = metrics.generation() if metrics else 0
 
@@ -117,6 +119,9 @@ class NodeContexts:
         """The contexts still current: those of nodes changed since the last request are forgotten."""
         metrics = self.metrics.generation() if self.metrics else 0
         if metrics != self._metrics_generation:
+            self._stale.update(dict.fromkeys(self._current))
+            if len(self._stale) > _MAX_CACHED:  # nobody takes them (no refresh ahead): keep the latest only
+                self._stale = dict.fromkeys(self._current)
             self._current, self._metrics_generation = {}, metrics  # samples come and age together
         if self.nodes is not None:
             generation = self.nodes.generation()
@@ -141,6 +146,17 @@ class NodeContexts:
         if len(self._current) >= _MAX_CACHED:
             self._current = {}
         return self._current
+
+    def take_stale(self) -> list[str]:
+        """The names whose contexts a new metrics sample made stale since the last call (at most
+        the contexts kept), not asked about since; forgotten once taken."""
+        current = self._current_contexts()
+        stale, self._stale = self._stale, {}
+        return [name for name in stale if name not in current]
+
+    def current_names(self) -> list[str]:
+        """The names whose contexts are kept current (names mode)."""
+        return list(self._current_contexts())
 
     def _by_name(self, name: str, current: dict[str, NodeContext]) -> NodeContext | None:
         node = self.nodes.get(name) if self.nodes else None

@@ -22,6 +22,7 @@ from rulesched.extender.app import create_app
 from rulesched.extender.logformat import configure_logging
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.observe import Observer
+from rulesched.extender.refresh import Refresher
 from rulesched.rules.cel import Limits, make_engine
 from rulesched.rules.reloader import Reloader
 from rulesched.rules.store import RuleStore
@@ -65,16 +66,21 @@ def build(settings: Settings) -> Parts:
         raise StartupError("--enable-bind needs a cluster, and none was found (give --kubeconfig or --cluster on)")
     app = create_app(settings, store, cluster, Observer(metrics))
     reloader = Reloader(store, settings.rules_dir, debounce=settings.reload_debounce, interval=settings.reload_interval)
+    refresher = Refresher(app.state.extender, metrics) if settings.refresh_ahead else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         cluster.start()
         watching = asyncio.create_task(reloader.run(), name="rules-reloader")
+        refreshing = asyncio.create_task(refresher.run(), name="refresh-ahead") if refresher else None
         try:
             yield
         finally:
             reloader.stop()
             await asyncio.wait_for(watching, 5)
+            if refresher is not None and refreshing is not None:
+                refresher.stop()
+                await asyncio.wait_for(refreshing, 5)
             cluster.stop()
 
     app.router.lifespan_context = lifespan

@@ -130,6 +130,12 @@ def _evaluate(
     return decision
 
 
+def prepare(book: RuleBook, nodes: Sequence[NodeContext]) -> None:
+    """Give the nodes their memos for `book`, with their node-only results, as the next request would:
+    what a refresh ahead of requests does (after a metrics poll or a rules reload)."""
+    _memos(plan_for(book), nodes)
+
+
 def _memos(plan: Plan, nodes: Sequence[NodeContext]) -> list[NodeMemo]:
     """Each node's memo for the plan; those made now get their node-only results first."""
     memos, fresh = plan.memos(nodes)
