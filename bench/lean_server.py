@@ -42,6 +42,17 @@ def parse_cpu(quantity: str) -> int:
     return int(Decimal(quantity) * (scale or 10**9))
 
 
+def load(metrics: str, nodes: str | None) -> None:
+    """Fill CPU and LABELS from the files; nothing else of them stays (the decoded lists are freed on return,
+    not kept alive by the serving function's frame)."""
+    with open(metrics, "rb") as file:
+        CPU.update((m["metadata"]["name"], parse_cpu(m["usage"]["cpu"])) for m in orjson.loads(file.read())["items"])
+    if nodes:
+        with open(nodes, "rb") as file:
+            items = orjson.loads(file.read())["items"]
+            LABELS.update((n["metadata"]["name"], n["metadata"].get("labels") or {}) for n in items)
+
+
 def json_response(obj: object) -> Response:
     return Response(orjson.dumps(obj), media_type="application/json")
 
@@ -118,13 +129,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--metrics", required=True, help="a NodeMetricsList JSON file")
     parser.add_argument("--nodes", help="a NodeList JSON file: the node cache for names mode")
     args = parser.parse_args(argv)
-    with open(args.metrics, "rb") as file:
-        items = orjson.loads(file.read())["items"]
-        CPU.update((m["metadata"]["name"], parse_cpu(m["usage"]["cpu"])) for m in items)
-    if args.nodes:
-        with open(args.nodes, "rb") as file:
-            items = orjson.loads(file.read())["items"]
-            LABELS.update((n["metadata"]["name"], n["metadata"].get("labels") or {}) for n in items)
+    load(args.metrics, args.nodes)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 
 

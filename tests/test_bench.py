@@ -179,3 +179,19 @@ def test_poll_scenario_measures_the_first_request_after_each_poll(tmp_path: Path
     assert result["steady_p50_ms"] > 0
     assert result["ratio"] > 0
     assert result["refreshed_ahead"] >= 2 * 50
+
+
+def test_rss_scenario_reports_bytes_per_cached_node_and_the_ratio_to_lean_python(tmp_path: Path) -> None:
+    output = tmp_path / "rss.json"
+    script = str(ROOT / "bench" / "rss.py")
+    chosen = ["--sizes", "20,60", "--pods", "2", "--only", "lean,cpp/founding", "--json", str(output)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    finished = subprocess.run(
+        [sys.executable, script, *chosen], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    rows = {row["server"]: row for row in json.loads(output.read_text())["rows"]}
+    assert set(rows) == {"lean/founding", "rulesched-cpp/founding"}
+    assert all(row["rss_mb_20"] > 0 and row["rss_mb_60"] > 0 and "bytes_per_node" in row for row in rows.values())
+    assert rows["rulesched-cpp/founding"]["ratio_to_lean"] > 0
+    assert "| rulesched-cpp/founding |" in finished.stdout
