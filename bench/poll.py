@@ -166,7 +166,7 @@ def measure(args: argparse.Namespace) -> JSON:
                         raise RuntimeError("rulesched did not poll the loopback metrics-server")
                     time.sleep(args.settle)  # the samples parsed and swapped in
                     polled_at = metrics.polls
-                    cycles = []
+                    cycles: list[float] = []
                     deadline = time.monotonic() + args.interval - args.settle - 0.3
                     while time.monotonic() < deadline and metrics.polls == polled_at and len(cycles) < 200:
                         filtered, prioritized, _, matches = one_pod(client, next(pods), workload.nodes, "names", server)
