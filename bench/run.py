@@ -3,9 +3,8 @@
 Usage: `python bench/run.py [--quick] [--json FILE]` (`GO=/path/to/go` to include the Go extender)
 
 For every server (rulesched on each CEL engine and rule set; the hand-written extenders of the same
-rules: `baseline_server.py` for both rule sets, and for the founding example the lean Python one,
-`lean_server.py`, and the Go one, `go_extender/`, built when a Go toolchain is found; and a
-constant-answer HTTP floor), one subprocess is started on 127.0.0.1 and driven over
+rules, for both rule sets: `baseline_server.py`, the lean Python one, `lean_server.py`, and the Go one,
+`go_extender/`, built when a Go toolchain is found; and a constant-answer HTTP floor), one subprocess is started on 127.0.0.1 and driven over
 ONE keep-alive connection: for each pod a filter call, then a prioritize call with the nodes that
 passed. The servers of one rule set run side by side and each pod goes to each of them in turn, so
 that a noisy machine slows them alike and the ratios hold. Inputs are seeded (`bench/workload.py`);
@@ -86,10 +85,12 @@ class Server:
             return [sys.executable, str(HERE / "floor_server.py"), "--port", str(port), *self.options]
         if self.kind == "go":
             assert self.program is not None
-            return [self.program, "-addr", f"127.0.0.1:{port}", "-metrics", metrics, "-nodes", nodes]
+            pod_rules = ["-pod-rules"] if self.rules == "pod-dependent" else []
+            return [self.program, "-addr", f"127.0.0.1:{port}", "-metrics", metrics, "-nodes", nodes, *pod_rules]
         if self.kind == "lean":
+            pod_rules = ["--pod-rules"] if self.rules == "pod-dependent" else []
             return [sys.executable, str(HERE / "lean_server.py"), "--port", str(port), "--metrics", metrics,
-                    "--nodes", nodes]  # fmt: skip
+                    "--nodes", nodes, *pod_rules]  # fmt: skip
         if self.kind == "baseline":
             assert self.rules is not None
             script = str(HERE / "baseline_server.py")
@@ -184,13 +185,11 @@ def go_extender(build_dir: Path) -> str | None:
 def servers(quick: bool, go: str | None = None) -> list[Server]:
     sizes = (100,) if quick else SIZES
     celpy = (100,) if quick else CELPY_SIZES
-    found: list[Server] = [
-        Server("floor", "floor", None, None, sizes),
-        Server("lean/founding", "lean", "founding", None, sizes),
-    ]
-    if go:
-        found.append(Server("go/founding", "go", "founding", None, sizes, program=go))
+    found: list[Server] = [Server("floor", "floor", None, None, sizes)]
     for rules in RULE_SETS:
+        found.append(Server(f"lean/{rules}", "lean", rules, None, sizes))
+        if go:
+            found.append(Server(f"go/{rules}", "go", rules, None, sizes, program=go))
         found.append(Server(f"baseline/{rules}", "baseline", rules, None, sizes))
         found.append(Server(f"rulesched-cpp/{rules}", "rulesched", rules, "cpp", sizes))
         found.append(Server(f"rulesched-celpy/{rules}", "rulesched", rules, "celpy", celpy))
@@ -401,7 +400,7 @@ def _ratio(p50: float | None, base: float | None) -> float | None:
 
 def add_ratios(results: list[JSON]) -> None:
     """Each scenario's p50 total over the best (fastest) hand-written extender's for the same rules, mode,
-    size and pods, and over the Go extender's (founding example only)."""
+    size and pods, and over the Go extender's."""
     best: dict[tuple[Any, ...], float] = {}
     go: dict[tuple[Any, ...], float] = {}
     for r in results:
@@ -469,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rulesched-bench-") as directory:
         files = Path(directory)
         only = args.only.split(",")
-        go = go_extender(files) if any(o in "go/founding" for o in only) else None
+        go = go_extender(files) if any(o in "go/founding" or o in "go/pod-dependent" for o in only) else None
         chosen = [s for s in servers(args.quick, go) if any(o in s.name for o in only)]
         if args.sizes:
             sizes = tuple(int(n) for n in args.sizes.split(","))

@@ -36,13 +36,8 @@ def test_quick_benchmark_covers_every_scenario(tmp_path: Path) -> None:
     report = json.loads(output.read_text())
     scenarios = report["scenarios"]
     found = {(s["server"], s["mode"], s["pods"]) for s in scenarios}
-    servers = {"floor", "lean/founding"} | {
-        f"{kind}/{rules}"
-        for kind in ("baseline", "rulesched-cpp", "rulesched-celpy")
-        for rules in ("founding", "pod-dependent")
-    }
-    if GO:
-        servers.add("go/founding")
+    kinds = ("baseline", "lean", "rulesched-cpp", "rulesched-celpy", *(("go",) if GO else ()))
+    servers = {"floor"} | {f"{kind}/{rules}" for kind in kinds for rules in ("founding", "pod-dependent")}
     assert found == {
         (server, mode, pods) for server in servers for mode in ("names", "full") for pods in ("replica", "new", "cold")
     }
