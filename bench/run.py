@@ -4,15 +4,22 @@ Usage: `python bench/run.py [--quick] [--json FILE]` (`GO=/path/to/go` to includ
 
 For every server (rulesched on each CEL engine and rule set; the hand-written extenders of the same
 rules, for both rule sets: `baseline_server.py`, the lean Python one, `lean_server.py`, and the Go one,
-`go_extender/`, built when a Go toolchain is found; and a constant-answer HTTP floor), one subprocess is started on 127.0.0.1 and driven over
-ONE keep-alive connection: for each pod a filter call, then a prioritize call with the nodes that
-passed. The servers of one rule set run side by side and each pod goes to each of them in turn, so
-that a noisy machine slows them alike and the ratios hold. Inputs are seeded (`bench/workload.py`);
-every scenario is bounded in time and in count. Each scenario's p50 is also given as a ratio to the best
-(fastest) hand-written extender of the same rules in the same run, and to the Go one. The table goes to
-stdout, the same numbers as JSON to `bench/results/latest.json` (or `--json FILE`).
-Latency is the time from sending a request to having read the whole answer; it includes no client
-encode or decode. `--quick` is the CI smoke mode (one small size, few iterations, under a minute).
+`go_extender/`, built when a Go toolchain is found; and a constant-answer HTTP floor), one subprocess
+is started on 127.0.0.1 and driven over ONE keep-alive connection: for each pod a filter call, then a
+prioritize call with the nodes that passed. The servers of one rule set run side by side and each pod
+goes to each of them in turn, so that a noisy machine slows them alike and the ratios hold. Inputs are
+seeded (`bench/workload.py`); every scenario is bounded in time and in count. Each scenario's p50 is
+also given as a ratio to the best (fastest) hand-written extender of the same rules in the same run,
+and to the Go one. The table goes to stdout, the same numbers as JSON to `bench/results/latest.json`
+(or `--json FILE`). Latency is the time from sending a request to having read the whole answer; it
+includes no client encode or decode. `--quick` is the CI smoke mode (one small size, few iterations,
+under a minute).
+
+The other scenarios have a script each: `poll.py` (the first request after a metrics poll), `rss.py`
+(memory per cached node), `burst.py` (replicas whose placements feed `recent` and `pods`),
+`http_floor.py` (uvicorn's options), `stages.py` (where a request's time goes), `memory.py` (RSS over
+100,000 new workloads). The shadow scenario (the shadow and record work) goes beside them, a script of its
+own driven by the same `Client` and `started`.
 """
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ def test_stage_profile_reports_every_stage_of_both_verbs() -> None:
     stages = [
         f"{verb}/{stage}"
         for verb in ("filter", "prioritize")
-        for stage in ("decode", "candidates", "evaluate", "encode")
+        for stage in ("decode", "validate", "candidates", "evaluate", "encode", "observe")
     ]
     assert rows == [*stages, "in process, filter + prioritize"]
 
