@@ -179,8 +179,10 @@ def go_extender(build_dir: Path) -> str | None:
         print("no Go toolchain (set GO=/path/to/go): the Go extender is left out", file=sys.stderr)
         return None
     target = build_dir / "go-extender"
+    # The build cache outlives the run (the standard library takes most of a minute to compile here).
+    cache = Path(tempfile.gettempdir()) / "rulesched-bench-go"
     env = dict(os.environ, GOTOOLCHAIN="local", GOPROXY="off", GOFLAGS="-mod=mod", CGO_ENABLED="0",
-               GOCACHE=str(build_dir / "gocache"), GOPATH=str(build_dir / "gopath"))  # fmt: skip
+               GOCACHE=str(cache / "cache"), GOPATH=str(cache / "path"))  # fmt: skip
     command = [go, "build", "-trimpath", "-o", str(target), "."]
     built = subprocess.run(command, cwd=HERE / "go_extender", env=env, capture_output=True, text=True, check=False)
     if built.returncode != 0:
@@ -466,6 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: names, full")
     parser.add_argument("--pods", default=",".join(POD_KINDS), help="comma-separated: replica, new, cold")
     args = parser.parse_args(argv)
+    modes, kinds = _choice(args.modes, MODES), _choice(args.pods, POD_KINDS)
     # Stopped from outside: unwind, so that every server started is stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started_at = time.monotonic()
@@ -487,7 +490,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not group:
                 continue
             print(f"{rules}: {', '.join(s.name for s in group)}", file=sys.stderr, flush=True)
-            modes, kinds = _choice(args.modes, MODES), _choice(args.pods, POD_KINDS)
             scenarios, found = bench_group(group, workload, files, budget, modes, kinds)
             memory.update(found)
             results.extend(s.summary() for s in scenarios)
