@@ -167,7 +167,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     POD_RULES[0] = args.pod_rules
     load(args.metrics, args.nodes)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    # The same uvicorn options as rulesched's and the floor's (keep-alive 75 s: side by side, a connection
+    # may idle while the other servers work).
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False, timeout_keep_alive=75)
 
 
 if __name__ == "__main__":
