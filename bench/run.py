@@ -3,18 +3,23 @@
 Usage: `python bench/run.py [--quick] [--json FILE]` (`GO=/path/to/go` to include the Go extender)
 
 For every server (rulesched on each CEL engine and rule set; the hand-written extenders of the same
-rules: `baseline_server.py` for both rule sets, and for the founding example the lean Python one,
-`lean_server.py`, and the Go one, `go_extender/`, built when a Go toolchain is found; rulesched-cpp again
-with the other rule set as its shadow rules, `rulesched-cpp-shadow`; and a constant-answer HTTP floor),
-one subprocess is started on 127.0.0.1 and driven over
-ONE keep-alive connection: for each pod a filter call, then a prioritize call with the nodes that
-passed. The servers of one rule set run side by side and each pod goes to each of them in turn, so
-that a noisy machine slows them alike and the ratios hold. Inputs are seeded (`bench/workload.py`);
-every scenario is bounded in time and in count. Each scenario's p50 is also given as a ratio to the best
-(fastest) hand-written extender of the same rules in the same run, and to the Go one. The table goes to
-stdout, the same numbers as JSON to `bench/results/latest.json` (or `--json FILE`).
-Latency is the time from sending a request to having read the whole answer; it includes no client
-encode or decode. `--quick` is the CI smoke mode (one small size, few iterations, under a minute).
+rules, for both rule sets: `baseline_server.py`, the lean Python one, `lean_server.py`, and the Go one,
+`go_extender/`, built when a Go toolchain is found; rulesched-cpp again with the other rule set as its
+shadow rules, `rulesched-cpp-shadow`; and a constant-answer HTTP floor), one subprocess
+is started on 127.0.0.1 and driven over ONE keep-alive connection: for each pod a filter call, then a
+prioritize call with the nodes that passed. The servers of one rule set run side by side and each pod
+goes to each of them in turn, so that a noisy machine slows them alike and the ratios hold. Inputs are
+seeded (`bench/workload.py`); every scenario is bounded in time and in count. Each scenario's p50 is
+also given as a ratio to the best (fastest) hand-written extender of the same rules in the same run,
+and to the Go one. The table goes to stdout, the same numbers as JSON to `bench/results/latest.json`
+(or `--json FILE`). Latency is the time from sending a request to having read the whole answer; it
+includes no client encode or decode. `--quick` is the CI smoke mode (one small size, few iterations,
+under a minute).
+
+The other scenarios have a script each: `poll.py` (the first request after a metrics poll), `rss.py`
+(memory per cached node), `burst.py` (replicas whose placements feed `recent` and `pods`),
+`http_floor.py` (uvicorn's options), `stages.py` (where a request's time goes), `memory.py` (RSS over
+100,000 new workloads).
 """
 
 from __future__ import annotations
@@ -92,10 +97,12 @@ class Server:
             return [sys.executable, str(HERE / "floor_server.py"), "--port", str(port), *self.options]
         if self.kind == "go":
             assert self.program is not None
-            return [self.program, "-addr", f"127.0.0.1:{port}", "-metrics", metrics, "-nodes", nodes]
+            pod_rules = ["-pod-rules"] if self.rules == "pod-dependent" else []
+            return [self.program, "-addr", f"127.0.0.1:{port}", "-metrics", metrics, "-nodes", nodes, *pod_rules]
         if self.kind == "lean":
+            pod_rules = ["--pod-rules"] if self.rules == "pod-dependent" else []
             return [sys.executable, str(HERE / "lean_server.py"), "--port", str(port), "--metrics", metrics,
-                    "--nodes", nodes]  # fmt: skip
+                    "--nodes", nodes, *pod_rules]  # fmt: skip
         if self.kind == "baseline":
             assert self.rules is not None
             script = str(HERE / "baseline_server.py")
@@ -178,8 +185,10 @@ def go_extender(build_dir: Path) -> str | None:
         print("no Go toolchain (set GO=/path/to/go): the Go extender is left out", file=sys.stderr)
         return None
     target = build_dir / "go-extender"
+    # The build cache outlives the run (the standard library takes most of a minute to compile here).
+    cache = Path(tempfile.gettempdir()) / "rulesched-bench-go"
     env = dict(os.environ, GOTOOLCHAIN="local", GOPROXY="off", GOFLAGS="-mod=mod", CGO_ENABLED="0",
-               GOCACHE=str(build_dir / "gocache"), GOPATH=str(build_dir / "gopath"))  # fmt: skip
+               GOCACHE=str(cache / "cache"), GOPATH=str(cache / "path"))  # fmt: skip
     command = [go, "build", "-trimpath", "-o", str(target), "."]
     built = subprocess.run(command, cwd=HERE / "go_extender", env=env, capture_output=True, text=True, check=False)
     if built.returncode != 0:
@@ -191,13 +200,11 @@ def go_extender(build_dir: Path) -> str | None:
 def servers(quick: bool, go: str | None = None) -> list[Server]:
     sizes = (100,) if quick else SIZES
     celpy = (100,) if quick else CELPY_SIZES
-    found: list[Server] = [
-        Server("floor", "floor", None, None, sizes),
-        Server("lean/founding", "lean", "founding", None, sizes),
-    ]
-    if go:
-        found.append(Server("go/founding", "go", "founding", None, sizes, program=go))
+    found: list[Server] = [Server("floor", "floor", None, None, sizes)]
     for rules in RULE_SETS:
+        found.append(Server(f"lean/{rules}", "lean", rules, None, sizes))
+        if go:
+            found.append(Server(f"go/{rules}", "go", rules, None, sizes, program=go))
         found.append(Server(f"baseline/{rules}", "baseline", rules, None, sizes))
         found.append(Server(f"rulesched-cpp/{rules}", "rulesched", rules, "cpp", sizes))
         # The same server with the other rule set as its shadow rules: its latency is the price of a shadow.
@@ -411,7 +418,7 @@ def _ratio(p50: float | None, base: float | None) -> float | None:
 
 def add_ratios(results: list[JSON]) -> None:
     """Each scenario's p50 total over the best (fastest) hand-written extender's for the same rules, mode,
-    size and pods, and over the Go extender's (founding example only)."""
+    size and pods, and over the Go extender's."""
     best: dict[tuple[Any, ...], float] = {}
     go: dict[tuple[Any, ...], float] = {}
     for r in results:
@@ -472,6 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: names, full")
     parser.add_argument("--pods", default=",".join(POD_KINDS), help="comma-separated: replica, new, cold")
     args = parser.parse_args(argv)
+    modes, kinds = _choice(args.modes, MODES), _choice(args.pods, POD_KINDS)
     # Stopped from outside: unwind, so that every server started is stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started_at = time.monotonic()
@@ -481,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rulesched-bench-") as directory:
         files = Path(directory)
         only = args.only.split(",")
-        go = go_extender(files) if any(o in "go/founding" for o in only) else None
+        go = go_extender(files) if any(o in "go/founding" or o in "go/pod-dependent" for o in only) else None
         chosen = [s for s in servers(args.quick, go) if any(o in s.name for o in only)]
         if args.sizes:
             sizes = tuple(int(n) for n in args.sizes.split(","))
@@ -493,7 +501,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not group:
                 continue
             print(f"{rules}: {', '.join(s.name for s in group)}", file=sys.stderr, flush=True)
-            modes, kinds = _choice(args.modes, MODES), _choice(args.pods, POD_KINDS)
             scenarios, found = bench_group(group, workload, files, budget, modes, kinds)
             memory.update(found)
             results.extend(s.summary() for s in scenarios)

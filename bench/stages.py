@@ -4,9 +4,11 @@ Usage: `python bench/stages.py [--size 1000] [--rules founding|pod-dependent] [-
 
 Builds the real server (`rulesched.extender.server.build`, the benchmark's seeded nodes, metrics and rule
 set, as files) and times, for filter and for prioritize, the stages a request goes through after its
-body has arrived: decoding and checking the body (`wire.ExtenderArgs.parse`), finding the candidates'
-node contexts (`NodeContexts.for_names`), evaluating the rules (`engine.evaluate`: memo lookups for a
-replica, evaluations for a new pod) and encoding the answer. What is left of a request's latency, the
+body has arrived: decoding the body (`wire.decode`: orjson and the top-level keys), validating it (the
+rest of `wire.ExtenderArgs.parse`: the pod, the names are strings, their count, no name twice), finding
+the candidates' node contexts (`NodeContexts.for_names`), evaluating the rules (`engine.evaluate`: memo
+lookups for a replica, evaluations for a new pod), encoding the answer, and observing the decision (the
+decision log line, JSON on stderr, and the Prometheus counters). What is left of a request's latency, the
 HTTP server and the framework, is what `bench/http_floor.py` measures. Medians in microseconds over
 `--count` pods (bounded: at most 60 s).
 """
@@ -14,6 +16,7 @@ HTTP server and the framework, is what `bench/http_floor.py` measures. Medians i
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -30,11 +33,12 @@ sys.path.insert(0, str(HERE.parent))
 from bench.run import request_body, write_inputs  # noqa: E402
 from bench.workload import make_workload  # noqa: E402
 from rulesched.extender import wire  # noqa: E402
+from rulesched.extender.logformat import configure_logging  # noqa: E402
 from rulesched.extender.server import build  # noqa: E402
 from rulesched.rules.engine import evaluate  # noqa: E402
 from rulesched.settings import Settings  # noqa: E402
 
-STAGES = ("decode", "candidates", "evaluate", "encode")
+STAGES = ("decode", "validate", "candidates", "evaluate", "encode", "observe")
 
 
 def timed(samples: dict[str, list[float]], stage: str, call: Callable[[], Any]) -> Any:
@@ -47,7 +51,9 @@ def timed(samples: dict[str, list[float]], stage: str, call: Callable[[], Any]) 
 def one_verb(extender: Any, body: bytes, verb: str, samples: dict[str, list[float]]) -> list[str]:
     """Run `verb`'s stages for one request body; the names that passed (filter) or were scored."""
     limit = extender.settings.max_candidates
-    args = timed(samples, "decode", lambda: wire.ExtenderArgs.parse(body, limit))
+    timed(samples, "decode", lambda: wire.decode(body))
+    args = timed(samples, "validate", lambda: wire.ExtenderArgs.parse(body, limit))
+    samples["validate"][-1] = max(0.0, samples["validate"][-1] - samples["decode"][-1])  # parse decodes too
     contexts, _ = timed(samples, "candidates", lambda: extender.contexts.for_names(args.node_names))
     book = extender.book()
     namespace = extender.namespace(args.pod)
@@ -57,13 +63,16 @@ def one_verb(extender: Any, body: bytes, verb: str, samples: dict[str, list[floa
         "evaluate",
         lambda: evaluate(book, args.pod, contexts, run_filters=filters, run_scores=not filters, namespace=namespace),
     )
+    names = len(args.node_names or ())
     if filters:
         failed = {n.name: n.reason or "" for n in decision.nodes.values() if not n.passed}
         timed(samples, "encode", lambda: orjson.dumps(wire.filter_result(None, decision.passed, {}, failed)))
         passed: list[str] = decision.passed
+        timed(samples, "observe", lambda: extender.observer.decision("filter", args.pod, decision, names, 0.001))
         return passed
     answer = [{"Host": name, "Score": node.score or 0} for name, node in decision.nodes.items()]
     timed(samples, "encode", lambda: orjson.dumps(answer))
+    timed(samples, "observe", lambda: extender.observer.decision("prioritize", args.pod, decision, names, 0.001))
     return list(decision.nodes)
 
 
@@ -74,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pods", choices=("replica", "new"), default="replica")
     parser.add_argument("--count", type=int, default=300)
     args = parser.parse_args(argv)
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115  (the decision lines, written as serve writes them)
     workload = make_workload(args.size)
     pods = workload.pods(args.count + 20, replicas=args.pods == "replica")
     samples: dict[str, list[float]] = {f"{v}/{s}": [] for v in ("filter", "prioritize") for s in STAGES}
@@ -86,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             metrics_file=files / "metrics.json",
             cluster="off",
         )
+        configure_logging(settings.log_level, settings.log_format)  # the decision log as `serve` writes it
         extender = build(settings).app.state.extender
         deadline = time.monotonic() + 60
         for index, pod in enumerate(pods):

@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     cel_activation_evaluations: int = Field(64, ge=1)
     """cpp engine: evaluations a node's kept CEL activation serves before it is made again; bounds the memory
     cel-expr-python keeps inside it for every program evaluated against it."""
+    refresh_ahead: bool = True
+    """After a metrics poll or a rules reload, make the contexts and node-only results of the nodes last asked
+    about again on the event loop, a few at a time between requests, so that the next request finds them."""
     thread_candidates: int = Field(2000, ge=0)
     """Requests with more candidates than this have their node contexts built in the evaluation thread too
     (rules always run there), so that the event loop keeps answering health checks meanwhile."""

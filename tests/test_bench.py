@@ -36,13 +36,8 @@ def test_quick_benchmark_covers_every_scenario(tmp_path: Path) -> None:
     report = json.loads(output.read_text())
     scenarios = report["scenarios"]
     found = {(s["server"], s["mode"], s["pods"]) for s in scenarios}
-    servers = {"floor", "lean/founding"} | {
-        f"{kind}/{rules}"
-        for kind in ("baseline", "rulesched-cpp", "rulesched-cpp-shadow", "rulesched-celpy")
-        for rules in ("founding", "pod-dependent")
-    }
-    if GO:
-        servers.add("go/founding")
+    kinds = ("baseline", "lean", "rulesched-cpp", "rulesched-cpp-shadow", "rulesched-celpy", *(("go",) if GO else ()))
+    servers = {"floor"} | {f"{kind}/{rules}" for kind in kinds for rules in ("founding", "pod-dependent")}
     assert found == {
         (server, mode, pods) for server in servers for mode in ("names", "full") for pods in ("replica", "new", "cold")
     }
@@ -156,6 +151,53 @@ def test_stage_profile_reports_every_stage_of_both_verbs() -> None:
     stages = [
         f"{verb}/{stage}"
         for verb in ("filter", "prioritize")
-        for stage in ("decode", "candidates", "evaluate", "encode")
+        for stage in ("decode", "validate", "candidates", "evaluate", "encode", "observe")
     ]
     assert rows == [*stages, "in process, filter + prioritize"]
+
+
+def test_poll_scenario_measures_the_first_request_after_each_poll(tmp_path: Path) -> None:
+    """`bench/poll.py`: a real server polls a loopback metrics-server; the first request after each poll
+    is measured against the steady ones, and the nodes asked about were made ready ahead of it."""
+    output = tmp_path / "poll.json"
+    script = str(ROOT / "bench" / "poll.py")
+    command = [
+        sys.executable,
+        script,
+        "--size",
+        "50",
+        "--polls",
+        "2",
+        "--interval",
+        "0.5",
+        "--settle",
+        "0.1",
+        "--json",
+        str(output),
+    ]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(output.read_text())
+    assert result["polls"] == 2
+    assert result["mismatches"] == 0
+    assert result["first_after_poll_p50_ms"] > 0
+    assert result["steady_p50_ms"] > 0
+    assert result["ratio"] > 0
+    assert result["refreshed_ahead"] >= 2 * 50
+
+
+def test_rss_scenario_reports_bytes_per_cached_node_and_the_ratio_to_lean_python(tmp_path: Path) -> None:
+    output = tmp_path / "rss.json"
+    script = str(ROOT / "bench" / "rss.py")
+    chosen = ["--sizes", "20,60", "--pods", "2", "--only", "lean,cpp/founding", "--json", str(output)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    finished = subprocess.run(
+        [sys.executable, script, *chosen], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    rows = {row["server"]: row for row in json.loads(output.read_text())["rows"]}
+    assert set(rows) == {"lean/founding", "rulesched-cpp/founding"}
+    assert all(row["rss_mb_20"] > 0 and row["rss_mb_60"] > 0 and "bytes_per_node" in row for row in rows.values())
+    assert rows["rulesched-cpp/founding"]["ratio_to_lean"] > 0
+    assert "| rulesched-cpp/founding |" in finished.stdout

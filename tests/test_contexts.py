@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rulesched.cluster.changelog import ChangeLog
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.kube import KubeAccess
@@ -17,6 +19,7 @@ from rulesched.cluster.metrics_server import MetricsServerSource
 from rulesched.cluster.nodecache import NodeCache
 from rulesched.cluster.pods import PodIndex
 from rulesched.cluster.sources import FileNodeSource
+from rulesched.rules import reference
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext, node_context, resource_numbers
 from rulesched.rules.engine import evaluate
@@ -191,3 +194,57 @@ def test_the_plan_keeps_one_memo_per_node_name(tmp_path: Path) -> None:
         index.apply("ADDED", bound)
         assert evaluate(book, make_pod(), contexts.for_names(names)[0]).nodes[names[i % 2]].passed
     assert len(book.plan.memo_of) == 2
+
+
+NODES = ["node-a", "node-b", "node-c", "node-d", "node-e"]
+LABELLED = """\
+- name: labelled
+  expression: "has(node.metadata.labels) && 'filter.xy.com' in node.metadata.labels"
+  message: no label
+"""
+IDLE = """\
+- name: idle-enough
+  expression: "!has(metrics.cpu) || metrics.cpu.usage < 2.0"
+  message: too busy
+"""
+SCORES = """\
+scores:
+- name: least-cpu
+  expression: "has(metrics.cpu) ? -metrics.cpu.usage : 0.0"
+"""
+
+
+@pytest.mark.parametrize(
+    "filters", [LABELLED, LABELLED + IDLE], ids=["filter-reads-no-metrics", "filter-reads-metrics"]
+)
+def test_a_new_metrics_sample_recomputes_exactly_what_reads_metrics(
+    access: KubeAccess, api: KubeAPI, cache: NodeCache, tmp_path: Path, filters: str
+) -> None:
+    """After a poll (every node's sample new), a node's context is rebuilt with its memo made again from the
+    old one: its values but `metrics` are not converted again, results of rules that read no `metrics`
+    are kept (filter verdicts too, when no filter reads it), every rule that reads it runs again, and
+    the answers are the reference evaluation's, filter and prioritize."""
+    metrics = MetricsServerSource(access.api, interval=3600, max_age=90)
+    contexts = NodeContexts(cache, metrics)
+    write_rules(tmp_path, rule_set("r", "filters:\n" + filters + SCORES))
+    book = load_rule_book([tmp_path], make_engine("cpp"))
+    pod = make_pod()
+    assert metrics.poll()
+    before = contexts.for_names(NODES)[0]
+    evaluate(book, pod, before)
+    old = book.plan.memo_of[before[0]]
+    api.set_usage("node-a", "3", "1Gi")
+    assert metrics.poll()
+    after = contexts.for_names(NODES)[0]
+    for filters_run, scores_run in ((True, False), (False, True), (True, True)):
+        fast = evaluate(book, pod, after, run_filters=filters_run, run_scores=scores_run)
+        assert fast == reference.evaluate(book, pod, after, run_filters=filters_run, run_scores=scores_run)
+    new = book.plan.memo_of[after[0]]
+    assert after[0] is not before[0]
+    assert after[0].metrics["cpu"]["usage"] == 3.0
+    assert new.values["node"] is old.values["node"], "the node was converted again"
+    assert new.node_only is not None
+    assert old.node_only is not None
+    assert (new.node_only[-1].raw, old.node_only[-1].raw) == (-3.0, -0.25), "the score reading metrics did not run"
+    assert (new.filtered is old.filtered) is (filters == LABELLED)
+    assert evaluate(book, pod, after, run_scores=False).nodes["node-a"].passed is (filters == LABELLED)

@@ -20,7 +20,7 @@ from rulesched.rules import reference
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import ENGINE_NAMES, Engine, EngineName, make_engine
 from rulesched.rules.cel.analysis import PRESENT, paths
-from rulesched.rules.context import NodeContext, NodePods, NodeUsage, node_context, node_pods, pod_view
+from rulesched.rules.context import NodeContext, NodePods, NodeUsage, node_context, node_pods, pod_view, with_sample
 from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
 from rulesched.rules.plan import trim
@@ -225,6 +225,13 @@ class Cluster:
         for index in self.rng.sample(range(len(self.contexts)), 2):
             self.contexts[index] = self._context(index)
 
+    def resample(self) -> None:
+        """A new metrics sample for a few nodes, their objects and pods unchanged (a metrics poll), made as
+        the names-mode contexts make it: the memo is made again from the old one."""
+        for index in self.rng.sample(range(len(self.contexts)), 3):
+            old = self.contexts[index]
+            self.contexts[index] = with_sample(old, random_usage(self.rng), old.pods, now=NOW)
+
     def candidates(self) -> list[NodeContext]:
         chosen = self.rng.sample(self.contexts, self.rng.randint(1, len(self.contexts)))
         return chosen
@@ -246,6 +253,8 @@ def run_calls(tmp_path: Path, engine: Engine, seed: int, calls: int, size: int =
         if event < 0.15:
             cluster.churn()
         elif event < 0.2:
+            cluster.resample()
+        elif event < 0.25:
             documents = documents if rng.random() < 0.5 else random_rule_sets(rng)
             book = load(tmp_path, engine, documents, book.generation + 1)
         pod = workload_pod(rng, rng.randint(0, 3), rng.randint(0, 1000))

@@ -35,6 +35,7 @@ from rulesched.rules.context import (
     node_context,
     node_name,
     with_custom,
+    with_sample,
 )
 
 _MAX_CACHED = 20_000
@@ -64,6 +65,8 @@ class NodeContexts:
         self._lock = threading.Lock()
         self._current: dict[str, NodeContext] = {}
         """Names mode: contexts known current at the sources' generations below."""
+        self._stale: dict[str, None] = {}
+        """Names mode: the names whose contexts new metrics samples made stale (`take_stale`), in order."""
         self._node_generation = nodes.generation() if nodes else 0
         self._metrics_generation: Hashable = metrics.generation() if metrics else 0
 
@@ -82,9 +85,11 @@ class NodeContexts:
             version = (node.get("metadata") or {}).get("resourceVersion")
             if version and cached.key[1] == version and cached.key[2] == usage:
                 return cached
-        same = cached is not None and cached.node is node and cached.key[2] is usage
-        if same and cached is not None and cached.key[3] == pods:
+        same_object = cached is not None and cached.node is node and cached.key[3] == pods
+        if same_object and cached is not None and cached.key[2] is usage:
             built = with_custom(cached, custom)  # only the custom values changed (a Prometheus poll)
+        elif same_object and cached is not None:
+            built = with_sample(cached, usage, self.node_pods(name, usage), custom=custom)  # a new sample
         else:
             built = node_context(node, usage, pods=self.node_pods(name, usage), custom=custom)
         if (node.get("metadata") or {}).get("resourceVersion"):  # without one, never reused
@@ -154,6 +159,9 @@ class NodeContexts:
         """The contexts still current: those of nodes changed since the last request are forgotten."""
         metrics = self.metrics.generation() if self.metrics else 0
         if metrics != self._metrics_generation:
+            self._stale.update(dict.fromkeys(self._current))
+            if len(self._stale) > _MAX_CACHED:  # nobody takes them (no refresh ahead): keep the latest only
+                self._stale = dict.fromkeys(self._current)
             self._current, self._metrics_generation = {}, metrics  # samples come and age together
         if self.nodes is not None:
             generation = self.nodes.generation()
@@ -183,6 +191,17 @@ class NodeContexts:
         else:
             for name in changed:
                 self._current.pop(name, None)
+
+    def take_stale(self) -> list[str]:
+        """The names whose contexts a new metrics sample made stale since the last call (at most
+        the contexts kept), not asked about since; forgotten once taken."""
+        current = self._current_contexts()
+        stale, self._stale = self._stale, {}
+        return [name for name in stale if name not in current]
+
+    def current_names(self) -> list[str]:
+        """The names whose contexts are kept current (names mode)."""
+        return list(self._current_contexts())
 
     def _by_name(self, name: str, current: dict[str, NodeContext]) -> NodeContext | None:
         node = self.nodes.get(name) if self.nodes else None

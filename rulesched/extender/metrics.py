@@ -58,6 +58,11 @@ class Metrics:
         self.audit = Counter(
             "rulesched_audit_rejections", "Nodes an Audit-mode filter would have rejected, by rule", rule, registry=r
         )
+        self.refreshed = Counter(
+            "rulesched_refreshed_nodes",
+            "Nodes made ready ahead of requests after a metrics poll or a rules reload",
+            registry=r,
+        )
         self.reloads = Counter(
             "rulesched_reloads", "Rule reloads by result (loaded, unchanged, rejected)", ["result"], registry=r
         )

@@ -339,7 +339,8 @@ async def _resume_collection(garbage: list[object], then: Callable[[], None] | N
     garbage.clear()
     gc.enable()
     counts, thresholds = gc.get_count(), gc.get_threshold()
-    gc.collect(1 if counts[1] >= thresholds[1] else 0)
+    if counts[0] >= thresholds[0]:  # else the collector owes nothing yet: it would not have run
+        gc.collect(1 if counts[1] >= thresholds[1] else 0)
     if then is not None:
         then()
 

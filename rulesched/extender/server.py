@@ -23,6 +23,7 @@ from rulesched.extender.logformat import configure_logging
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.observe import Observer
 from rulesched.extender.recording import Recorder, RecordLimits
+from rulesched.extender.refresh import Refresher
 from rulesched.extender.routes import Extender
 from rulesched.extender.shadow import Shadow
 from rulesched.rules.book import RuleBook
@@ -78,6 +79,7 @@ def build(settings: Settings) -> Parts:
     if settings.record_dir is not None:
         record = RecordLimits(settings.record_segment_bytes, settings.record_max_bytes, settings.record_queue)
         extender.recorder = Recorder(settings.record_dir, record, extender.idle, metrics)
+    refresher = Refresher(extender, metrics) if settings.refresh_ahead else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -85,12 +87,16 @@ def build(settings: Settings) -> Parts:
         if extender.recorder is not None:
             extender.recorder.start()
         watching = [asyncio.create_task(r.run(), name="rules-reloader") for r in reloaders]
+        refreshing = asyncio.create_task(refresher.run(), name="refresh-ahead") if refresher else None
         try:
             yield
         finally:
             for reloader in reloaders:
                 reloader.stop()
             await asyncio.wait_for(asyncio.gather(*watching), 5)
+            if refresher is not None and refreshing is not None:
+                refresher.stop()
+                await asyncio.wait_for(refreshing, 5)
             if extender.shadow is not None:
                 extender.shadow.stop()
             if extender.recorder is not None:

@@ -290,6 +290,22 @@ def with_custom(context: NodeContext, custom: NodeCustom) -> NodeContext:
     return NodeContext(context.name, context.node, context.allocatable, metrics, key, context.pods)
 
 
+def with_sample(
+    context: NodeContext,
+    usage: NodeUsage | None,
+    pods: NodePods,
+    *,
+    custom: NodeCustom = NO_CUSTOM,
+    now: datetime.datetime | None = None,
+) -> NodeContext:
+    """The context of the same node object with a new metrics sample (and `pods`, whose `recent` counts
+    from the sample's time, and `custom` values): `node_context`'s result, without parsing the node again."""
+    metrics = metrics_map(usage, context.allocatable, now or datetime.datetime.now(datetime.UTC))
+    metrics["custom"] = dict(custom.values)
+    key = (context.key[0], context.key[1], usage, pods.version, custom)
+    return NodeContext(context.name, context.node, context.allocatable, metrics, key, pods)
+
+
 def with_pods(context: NodeContext, pods: NodePods) -> NodeContext:
     """`context` with other pods (preemption's victims removed): a new context, never cached."""
     key = (*context.key[:3], pods.version, *context.key[4:])

@@ -10,13 +10,11 @@ rule over all the nodes that miss in one engine call.
 from __future__ import annotations
 
 import datetime
-import functools
 import itertools
 import math
-import operator
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from rulesched.rules import semantics
@@ -166,8 +164,11 @@ class Evaluation:
         ]
         if not all(found):  # `None in found` compares each tuple with None: slower
             work()
+            memos = _memos(plan, nodes)
+            # Memos made again after a new metrics sample may have kept their verdicts (no filter reads it).
+            found = [hit or memos.memos[i].decisions.get(key) for i, hit in enumerate(found)]
             missing = [i for i, hit in enumerate(found) if hit is None]
-            candidates = _memos(plan, nodes).subset(missing)
+            candidates = memos.subset(missing)
             for i, memo, built in zip(missing, candidates.memos, self.verdicts(rules, candidates), strict=True):
                 found[i] = built
                 memo.filter_key, memo.filtered = key, built
@@ -260,7 +261,7 @@ class Evaluation:
         pods = tuple(request.key_for(r.reads_now) for r in rules if r.per_pod)
         key = plan.key("prioritize", tuple(r.position for r in rules), pods, ranges)
         found: list[Cached | None] = [
-            memo.scored if memo.score_key is key else memo.decisions.get(key) for memo in memos
+            memo.scored if memo.score_key is key else memo.scorings.get(key) for memo in memos
         ]
         if not all(found):
             work()
@@ -277,7 +278,7 @@ class Evaluation:
                     if score.error is not None
                 )
                 built = found[i] = (verdict, errors, _NONE_FAILED)
-                remember(memos[i].decisions, key, built, NODE_MEMO_KEPT)
+                remember(memos[i].scorings, key, built, NODE_MEMO_KEPT)
                 memos[i].score_key, memos[i].scored = key, built
         return _collect(found, self.decision, filters=False)  # type: ignore[arg-type]
 
@@ -347,6 +348,12 @@ class Evaluation:
         return found  # type: ignore[return-value]
 
 
+def prepare(book: RuleBook, nodes: Sequence[NodeContext]) -> None:
+    """Give the nodes their memos for `book`, with their node-only results, as the next request would:
+    what a refresh ahead of requests does (after a metrics poll or a rules reload)."""
+    _memos(book.plan, nodes)
+
+
 def _memos(plan: Plan, nodes: Sequence[NodeContext]) -> Candidates:
     """Each node's memo for the plan; those made now get their node-only results first."""
     memos, fresh = plan.memos(nodes)
@@ -364,15 +371,30 @@ process thousands of freed activations larger."""
 
 
 def _node_only(plan: Plan, candidates: Candidates) -> None:
-    """Every node-only result of the book for new memos, one engine call per rule and chunk of nodes."""
+    """Every node-only result of the book for new memos, one engine call per rule and chunk of nodes; for
+    memos made again after a new metrics sample, only the results of the rules that read `metrics`."""
     nodes, memos = candidates
-    for start in range(0, len(memos), _CHUNK):
-        chunk = range(start, min(start + _CHUNK, len(memos)))
-        bindings = [node_bindings(plan, memos[i], keep=False) for i in chunk]
-        names = [nodes[i].name for i in chunk]
-        columns = [_node_only_column(plan, rule, names, bindings) for rule in plan.node_only]
-        for row, i in enumerate(chunk):
-            memos[i].node_only = [column[row] for column in columns]
+    new = [i for i, memo in enumerate(memos) if memo.carried is None]
+    again = [i for i, memo in enumerate(memos) if memo.carried is not None]
+    for group, rules in ((new, plan.node_only), (again, [plan.node_only[slot] for slot in plan.sample_slots])):
+        for start in range(0, len(group), _CHUNK):
+            chunk = group[start : start + _CHUNK]
+            bindings = [node_bindings(plan, memos[i], keep=False) for i in chunk]
+            names = [nodes[i].name for i in chunk]
+            columns = [_node_only_column(plan, rule, names, bindings) for rule in rules]
+            for row, i in enumerate(chunk):
+                _complete(memos[i], rules, [column[row] for column in columns])
+
+
+def _complete(memo: NodeMemo, rules: Sequence[Rule], results: list[Any]) -> None:
+    """Put the node-only `results` of `rules` in `memo`: all of them, or those a new sample made again."""
+    carried = memo.carried
+    if carried is None:
+        memo.node_only = results
+        return
+    for rule, result in zip(rules, results, strict=True):
+        carried[rule.slot] = result
+    memo.node_only, memo.carried = carried, None
 
 
 def _node_only_column(plan: Plan, rule: Rule, names: Sequence[str], bindings: Sequence[Any]) -> Sequence[Any]:
@@ -511,12 +533,8 @@ def _min_max(rule: Rule) -> bool:
 
 
 def _range(outcomes: Sequence[ScoreOutcome]) -> tuple[float, float] | None:
-    known = list(filter(_IS_KNOWN, map(_RAW, outcomes)))
+    known = [o.raw for o in outcomes if o.raw is not None]
     return (min(known), max(known)) if known else None
-
-
-_RAW = attrgetter("raw")
-_IS_KNOWN = functools.partial(operator.is_not, None)
 
 
 def _normalized(raws: Sequence[float | None], how: str, known: tuple[float, float] | None) -> list[float]:

@@ -78,6 +78,9 @@ class NodeMemo:
     node_only: list[Any] | None = None
     per_pod: dict[Hashable, Any] = field(default_factory=dict)
     decisions: dict[Hashable, Any] = field(default_factory=dict)
+    """Filter verdicts by key (the last `NODE_MEMO_KEPT`)."""
+    scorings: dict[Hashable, Any] = field(default_factory=dict)
+    """Prioritize verdicts by key (the last `NODE_MEMO_KEPT`)."""
     projections: dict[int, bytes] = field(default_factory=dict)
     """By rule position: the node's values that per-pod rule reads, as a key."""
     filter_key: str = ""
@@ -87,6 +90,9 @@ class NodeMemo:
     score_key: str = ""
     scored: Any = None
     """The same for the last prioritize verdict."""
+    carried: list[Any] | None = None
+    """A memo made again after a new metrics sample (`Plan.resampled`): the node-only results taken over
+    from the previous memo, None for each rule that reads `metrics`, until they are complete (`node_only`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +206,12 @@ class Plan:
         """The pod-dependent node names the book reads: only those are converted for the engine."""
         self.reads_requests = any("requests" in r.reads for r in per_pod)
         self.conditions_read_now = any("now" in c.paths for c in conditions)
+        self.sample_slots = [r.slot for r in self.node_only if "metrics" in r.compiled.reads]
+        """Node-only rules that read `metrics`: computed again when a node's metrics sample changes."""
+        self.sample_positions = frozenset(
+            r.position for group in (*self.filters, *self.scores) for r in group if "metrics" in r.compiled.reads
+        )
+        self.filters_read_sample = any("metrics" in r.compiled.reads for group in self.filters for r in group)
         self.reset()
 
     def reset(self) -> None:
@@ -274,22 +286,50 @@ class Plan:
         for i, memo in enumerate(found):
             if memo is NO_MEMO:
                 carried = self._carried(nodes[i])
-                if carried is None:
-                    found[i] = self.memo(nodes[i])
+                if carried is None or carried.carried is not None:
+                    found[i] = carried or self.memo(nodes[i])
                     fresh.append(i)
                 else:
                     found[i] = carried
         return found, fresh
 
     def _carried(self, node: NodeContext) -> NodeMemo | None:
-        """The memo of the node's previous context, when only its pods changed and the plan reads none of
-        `pods`, `allocated`, `recent`: its results hold for the new context, which takes it over."""
+        """What the memo of the node's previous context gives the new one, when the plan reads none of
+        `pods`, `allocated`, `recent`: the memo itself when only the node's pods changed (its results
+        hold), or a memo made again from it when only the metrics sample changed (`resampled`)."""
         previous = self._latest.get(node.name)
-        if self.node_pods or previous is None or not _same_but_pods(previous, node):
+        if self.node_pods or previous is None:
             return None
         memo = self.memo_of.get(previous)
-        if memo is not None:
+        if memo is None or previous.key[:2] != node.key[:2]:
+            return None
+        if previous.key[2:3] == node.key[2:3] and previous.key[4:] == node.key[4:]:
             self.keep(node, memo)
+            return memo
+        return self.resampled(memo, node) if previous.key[3] == node.key[3] else None
+
+    def resampled(self, previous: NodeMemo, node: NodeContext) -> NodeMemo:
+        """The node's memo after a new metrics sample: `previous`'s converted values, results and verdicts,
+        but for `metrics` and what reads it. Filter verdicts are kept only when no filter reads `metrics`;
+        prioritize verdicts never (a node's raw scores may have changed). Its node-only results are
+        completed by the engine before it is kept."""
+        values = dict(previous.values)
+        values["metrics"] = self.engine.convert(node.metrics)
+        memo = NodeMemo(self.token, values)
+        carried = list(previous.node_only or ())
+        for slot in self.sample_slots:
+            carried[slot] = None
+        memo.carried = carried
+        positions = self.sample_positions
+        memo.per_pod = {
+            key: found
+            for key, found in previous.per_pod.items()
+            if not (isinstance(key, tuple) and key[0] in positions)
+        }
+        memo.projections = {key: found for key, found in previous.projections.items() if key not in positions}
+        if not self.filters_read_sample:
+            memo.decisions = dict(previous.decisions)
+            memo.filter_key, memo.filtered = previous.filter_key, previous.filtered
         return memo
 
     def memo(self, node: NodeContext) -> NodeMemo:
@@ -319,11 +359,6 @@ class Plan:
         """A memo key: one string per distinct value (interned), so that a memo's last verdict is found
         by identity, and a dictionary lookup hashes it once (strings keep their hash)."""
         return self.interned(repr((self.token, *parts)))
-
-
-def _same_but_pods(previous: NodeContext, node: NodeContext) -> bool:
-    """The two contexts differ at most by the node's pods (`NodeContext.key` without its pods version)."""
-    return previous.key[:3] == node.key[:3] and previous.key[4:] == node.key[4:]
 
 
 NO_MEMO = NodeMemo(0, {})

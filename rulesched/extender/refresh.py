@@ -1,0 +1,81 @@
+"""Refresh ahead of requests: after a metrics poll or a rules reload, the nodes last asked about are made
+ready again between requests, so that the next request does not pay for all of them.
+
+A poll gives every node a new sample, so every candidate's context and every node-only rule that reads
+`metrics` is stale at once; a reload makes every node-only result stale. Left alone, the next request
+pays for its candidates' contexts and results (tens of milliseconds for 1000 nodes). The refresher
+checks the sources' generations every `TICK` seconds on the event loop and, after a change, makes the
+contexts and node-only results of the nodes last asked about again (`NodeContexts.for_names`,
+`engine.prepare`), `CHUNK` nodes at a time, each step run on the loop only while no evaluation is under
+way in the evaluation thread (the caches are never shared between threads): a request that arrives
+meanwhile waits for one step at most (about a millisecond), and finds done what was done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Hashable, Sequence
+
+from rulesched.extender.metrics import Metrics
+from rulesched.extender.routes import Extender
+from rulesched.rules.engine import prepare
+
+log = logging.getLogger(__name__)
+
+TICK = 0.02
+"""Seconds between two looks at the sources' generations: a few microseconds each."""
+CHUNK = 64
+"""Nodes made ready in one step on the event loop (about a millisecond of work)."""
+
+
+class Refresher:
+    """Makes the nodes a poll or a reload made stale ready again; run `run()` as a task."""
+
+    def __init__(self, extender: Extender, metrics: Metrics | None = None) -> None:
+        self.extender = extender
+        self.metrics = metrics
+        self.stopped = False
+        self._seen = self._generations()
+
+    def _generations(self) -> tuple[Hashable, int]:
+        source, book = self.extender.cluster.metrics, self.extender.store.book
+        return (source.generation() if source else 0), (book.generation if book else 0)
+
+    async def run(self) -> None:
+        """Refresh after every change until `stop()`; an unexpected error is logged, never raised."""
+        while not self.stopped:
+            await asyncio.sleep(TICK)
+            try:
+                await self.step()
+            except Exception:
+                log.exception("refreshing the node contexts ahead of requests failed; requests will do it")
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    async def step(self) -> int:
+        """After a change of the metrics or the rules, the stale nodes made ready; how many were."""
+        generations = self._generations()
+        if generations == self._seen:
+            return 0
+        reloaded = generations[1] != self._seen[1]
+        self._seen = generations
+        contexts = self.extender.contexts
+        stale = contexts.take_stale()
+        names = list(dict.fromkeys(contexts.current_names() + stale)) if reloaded else stale
+        return await self._refresh(names)
+
+    async def _refresh(self, names: Sequence[str]) -> int:
+        done = 0
+        for start in range(0, len(names), CHUNK):
+            while self.extender.evaluating:  # the evaluation thread has the caches: wait for it
+                await asyncio.sleep(0.001)
+            book = self.extender.book()
+            found, _ = self.extender.contexts.for_names(names[start : start + CHUNK])
+            prepare(book, found)
+            done += len(found)
+            await asyncio.sleep(0)  # let a request in
+        if self.metrics is not None and done:
+            self.metrics.refreshed.inc(done)
+        return done
