@@ -8,15 +8,19 @@ value of the other kind or its string, as in Kubernetes.
 from __future__ import annotations
 
 import ipaddress
-from functools import lru_cache
 
 from rulesched.rules.cel.library import LibraryError, Overload, global_, member
 from rulesched.rules.cel.libs import ip
+from rulesched.rules.cel.libs.caching import keep_short
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-@lru_cache(maxsize=1024)
+CACHED, CACHED_CHARS = 1024, 64
+"""Parsed values kept (docs/operations/limits.md); a longer text (never a valid one) is parsed each time."""
+
+
+@keep_short(CACHED, CACHED_CHARS)
 def parse(text: str) -> tuple[ip.Address, int]:
     """The address and prefix length of `text`, or `LibraryError` in Kubernetes' words."""
     address, slash, bits = text.partition("/")

@@ -8,16 +8,20 @@ Kubernetes, zones (`fe80::1%eth0`) and IPv4-mapped IPv6 addresses are refused.
 from __future__ import annotations
 
 import ipaddress
-from functools import lru_cache
 
 from rulesched.rules.cel.library import LibraryError, Overload, global_, member
+from rulesched.rules.cel.libs.caching import keep_short
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _LINK_LOCAL_MULTICAST_V4 = ipaddress.ip_network("224.0.0.0/24")
 
 
-@lru_cache(maxsize=1024)
+CACHED, CACHED_CHARS = 1024, 64
+"""Parsed values kept (docs/operations/limits.md); a longer text (never a valid one) is parsed each time."""
+
+
+@keep_short(CACHED, CACHED_CHARS)
 def parse(text: str) -> Address:
     """The address `text` denotes, or `LibraryError` in Kubernetes' words."""
     reason = None

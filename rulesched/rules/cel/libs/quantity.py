@@ -8,9 +8,9 @@ declared in `libs.ordering`.
 from __future__ import annotations
 
 from decimal import Decimal
-from functools import lru_cache
 
 from rulesched.rules.cel.library import LibraryError, Overload, global_, member
+from rulesched.rules.cel.libs.caching import keep_short
 from rulesched.rules.quantity import QuantityError, canonical, parse_quantity
 
 _INT64_MAX = 2**63 - 1
@@ -20,13 +20,9 @@ CACHED, CACHED_CHARS = 4096, 64
 """Parsed quantities kept (docs/operations/limits.md); a longer one is parsed each time it is read."""
 
 
+@keep_short(CACHED, CACHED_CHARS)
 def value(text: str) -> Decimal:
     """The quantity `text` denotes; `QuantityError` (a ValueError) when it is not one."""
-    return _cached(text) if len(text) <= CACHED_CHARS else parse_quantity(text)
-
-
-@lru_cache(maxsize=CACHED)
-def _cached(text: str) -> Decimal:
     return parse_quantity(text)
 
 

@@ -8,35 +8,31 @@ cannot make a pattern take exponential time. The standard `matches` is RE2 alrea
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 import re2
 
 from rulesched.rules.cel.library import LibraryError, Overload, member
+from rulesched.rules.cel.libs.caching import keep_short
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # the reason is in the error; RE2 would also print it to standard error
 
+
+_REGEXP: Any = getattr(re2, "_Regexp", re2.compile)
+"""RE2's compiled-pattern class, made directly: `re2.compile` would also keep every pattern, long ones too,
+in the module's own cache (128 patterns of up to 8 MiB each); ours below keeps short patterns only."""
 
 CACHED_PATTERNS, CACHED_PATTERN_CHARS = 128, 256
 """Compiled patterns kept (docs/operations/limits.md): only short ones, so the cache stays small even when
 patterns come from pod values."""
 
 
+@keep_short(CACHED_PATTERNS, CACHED_PATTERN_CHARS)
 def compiled(pattern: str) -> Any:
     """`pattern` compiled by RE2; `LibraryError` with RE2's reason when it is not a valid RE2 pattern."""
-    return _cached(pattern) if len(pattern) <= CACHED_PATTERN_CHARS else _compile(pattern)
-
-
-@lru_cache(maxsize=CACHED_PATTERNS)
-def _cached(pattern: str) -> Any:
-    return _compile(pattern)
-
-
-def _compile(pattern: str) -> Any:
     try:
-        return re2.compile(pattern, _OPTIONS)
+        return _REGEXP(pattern, _OPTIONS)
     except re2.error as error:
         reason = error.args[0] if error.args else ""
         text = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 from rulesched.rules.cel.library import LibraryError, Overload, global_, member
+from rulesched.rules.cel.libs.caching import keep_short
 
 _IDENTIFIER = re.compile(r"[0-9A-Za-z-]+")
 _NUMBER = re.compile(r"0|[1-9][0-9]*")
@@ -54,17 +54,9 @@ CACHED, CACHED_CHARS = 1024, 256
 """Parsed versions kept (docs/operations/limits.md); a longer one is parsed each time it is read."""
 
 
+@keep_short(CACHED, CACHED_CHARS)
 def parse(text: str) -> Version:
     """blang/semver's strict `Parse`."""
-    return _cached(text) if len(text) <= CACHED_CHARS else _parse(text)
-
-
-@lru_cache(maxsize=CACHED)
-def _cached(text: str) -> Version:
-    return _parse(text)
-
-
-def _parse(text: str) -> Version:
     if not text:
         raise LibraryError("version string empty")
     core, _, build = text.partition("+")

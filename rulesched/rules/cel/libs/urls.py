@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from functools import lru_cache
 
 from rulesched.rules.cel.library import LibraryError, Overload, global_, member
+from rulesched.rules.cel.libs.caching import keep_short
 
 _HEX = frozenset(string.hexdigits)
 _ALNUM = frozenset(string.ascii_letters + string.digits)
@@ -101,14 +101,10 @@ CACHED, CACHED_CHARS = 1024, 2048
 def parse(text: str) -> Url:
     """The components of URL `text`, as Kubernetes reads them: checked by Go's `url.ParseRequestURI`,
     then parsed by `url.Parse` (which splits the `#fragment` off); `LibraryError` in Go's words."""
-    return _cached(text) if len(text) <= CACHED_CHARS else _components(text)
-
-
-@lru_cache(maxsize=CACHED)
-def _cached(text: str) -> Url:
     return _components(text)
 
 
+@keep_short(CACHED, CACHED_CHARS)
 def _components(text: str) -> Url:
     _parse(text, via_request=True)
     return _parse(text.partition("#")[0], via_request=False)
