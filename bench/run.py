@@ -4,8 +4,9 @@ Usage: `python bench/run.py [--quick] [--json FILE]` (`GO=/path/to/go` to includ
 
 For every server (rulesched on each CEL engine and rule set; the hand-written extenders of the same
 rules: `baseline_server.py` for both rule sets, and for the founding example the lean Python one,
-`lean_server.py`, and the Go one, `go_extender/`, built when a Go toolchain is found; and a
-constant-answer HTTP floor), one subprocess is started on 127.0.0.1 and driven over
+`lean_server.py`, and the Go one, `go_extender/`, built when a Go toolchain is found; rulesched-cpp again
+with the other rule set as its shadow rules, `rulesched-cpp-shadow`; and a constant-answer HTTP floor),
+one subprocess is started on 127.0.0.1 and driven over
 ONE keep-alive connection: for each pod a filter call, then a prioritize call with the nodes that
 passed. The servers of one rule set run side by side and each pod goes to each of them in turn, so
 that a noisy machine slows them alike and the ratios hold. Inputs are seeded (`bench/workload.py`);
@@ -82,6 +83,8 @@ class Server:
     """The executable of a compiled server (the Go extender)."""
     options: tuple[str, ...] = ()
     """More arguments for the floor server (its event loop, parser, application)."""
+    shadow: str | None = None
+    """rulesched only: the rule set loaded as its shadow rules (`--shadow-rules`), decided after each answer."""
 
     def argv(self, port: int, files: Path) -> list[str]:
         nodes, metrics = str(files / "nodes.json"), str(files / "metrics.json")
@@ -110,10 +113,11 @@ class Server:
             ]
         assert self.rules is not None
         assert self.engine is not None
+        shadow = ["--shadow-rules", str(files / f"rules-{self.shadow}")] if self.shadow else []
         return [
             sys.executable, "-m", "rulesched", "serve", "--rules", str(files / f"rules-{self.rules}"),
             "--nodes", nodes, "--metrics", metrics, "--cluster", "off", "--cel-engine", self.engine,
-            "--port", str(port),
+            "--port", str(port), *shadow,
         ]  # fmt: skip
 
 
@@ -196,6 +200,9 @@ def servers(quick: bool, go: str | None = None) -> list[Server]:
     for rules in RULE_SETS:
         found.append(Server(f"baseline/{rules}", "baseline", rules, None, sizes))
         found.append(Server(f"rulesched-cpp/{rules}", "rulesched", rules, "cpp", sizes))
+        # The same server with the other rule set as its shadow rules: its latency is the price of a shadow.
+        other = next(name for name in RULE_SETS if name != rules)
+        found.append(Server(f"rulesched-cpp-shadow/{rules}", "rulesched", rules, "cpp", sizes, shadow=other))
         found.append(Server(f"rulesched-celpy/{rules}", "rulesched", rules, "celpy", celpy))
     return found
 

@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     """Seconds between metrics-server polls."""
     metrics_max_age: float = Field(90.0, gt=0)
     """Metrics samples older than this many seconds count as absent."""
+    prometheus: Literal["auto", "on", "off"] = "auto"
+    """Poll the queries of the rules' MetricSources (`metrics.custom`): auto (unless --cluster is off or a
+    --metrics file gives the values), on, off (docs/rules/prometheus.md)."""
     node_fetch_timeout: float = Field(2.0, gt=0)
     """Seconds a request waits for a direct GET of a node the cache does not know yet."""
     enable_bind: bool = False
@@ -113,6 +116,27 @@ class Settings(BaseSettings):
     unknown_nodes_kept: int = Field(10_000, ge=1)
     """Most node names the negative cache remembers (the oldest are forgotten first)."""
 
+    shadow_rules_dir: Path | None = None
+    """A second rules directory (in a cluster, a second ConfigMap) loaded, reloaded and kept last-good like
+    --rules: every filter and prioritize call is evaluated against it too, after its answer is sent and
+    never changing it; the differences go to GET /shadow, /metrics and the decision log
+    (docs/guides/changing-rules-safely.md)."""
+    shadow_queue: int = Field(256, ge=1)
+    """Answered calls waiting for their shadow evaluation; when it is full a call's comparison is dropped
+    (counted as `dropped`), never queued without limit."""
+    record_dir: Path | None = None
+    """Record every filter and prioritize call, with the node, metrics, pod and namespace state it saw, in
+    this directory (gzip JSON Lines segments, docs/operations/recording.md), for `rulesched replay`. Off
+    when unset."""
+    record_segment_bytes: int = Field(64 * 1024 * 1024, ge=4096)
+    """A recording segment is closed (and compressed to a fraction of it), and the next begun, once this many
+    bytes were written to it."""
+    record_max_bytes: int = Field(1024 * 1024 * 1024, ge=4096)
+    """Most bytes the recording's segments take on disk: beyond it the oldest segments are deleted."""
+    record_queue: int = Field(1024, ge=1)
+    """Answered calls waiting to be written to the recording; when it is full a call is left out of the
+    recording and counted (`rulesched_recording_calls_total{result="dropped"}`)."""
+
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         """Contradictory settings refuse to start, one clear sentence each (`rulesched serve` exits 2)."""
@@ -132,4 +156,6 @@ def _contradictions(s: Settings) -> list[tuple[bool, str]]:
         (bool(s.tls_client_names) and s.tls_client_ca_file is None, "--tls-client-name needs --tls-client-ca-file"),
         (s.metrics_max_age < s.metrics_interval, "--metrics-max-age is shorter than --metrics-interval: every sample "
          "would age out between two polls"),
+        (s.record_max_bytes < s.record_segment_bytes, "--record-max-bytes is smaller than --record-segment-bytes: "
+         "not even one segment would be kept"),
     ]  # fmt: skip

@@ -21,6 +21,14 @@ FORBIDDEN_LAYERS = {
     # The two CEL engines never import each other; make_engine() composes them.
     "rulesched.rules.cel.cpp": ("rulesched.rules.cel.celpy_engine",),
     "rulesched.rules.cel.celpy_engine": ("rulesched.rules.cel.cpp",),
+    # The CEL libraries are plain Python that both engines register: they know no engine.
+    "rulesched.rules.cel.libs": (
+        "rulesched.rules.cel.cpp",
+        "rulesched.rules.cel.celpy_engine",
+        "rulesched.rules.cel.celpy_optional",
+        "rulesched.rules.cel.rewrite",
+        "rulesched.rules.cel.dialect",
+    ),
 }
 
 # third-party library → the only modules (prefixes) allowed to import it
@@ -28,6 +36,7 @@ OWNERS = {
     "cel_expr_python": ("rulesched.rules.cel",),
     "celpy": ("rulesched.rules.cel",),
     "lark": ("rulesched.rules.cel",),
+    "re2": ("rulesched.rules.cel.libs.regex",),
     "kubernetes": ("rulesched.cluster",),
     "starlette": ("rulesched.extender",),
     "uvicorn": ("rulesched.extender",),
@@ -35,6 +44,7 @@ OWNERS = {
     "orjson": ("rulesched.extender",),
     "watchfiles": ("rulesched.rules.reloader",),
     "pydantic_settings": ("rulesched.settings",),
+    "httpx": ("rulesched.cluster.prometheus",),
 }
 
 

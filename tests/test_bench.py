@@ -38,7 +38,7 @@ def test_quick_benchmark_covers_every_scenario(tmp_path: Path) -> None:
     found = {(s["server"], s["mode"], s["pods"]) for s in scenarios}
     servers = {"floor", "lean/founding"} | {
         f"{kind}/{rules}"
-        for kind in ("baseline", "rulesched-cpp", "rulesched-celpy")
+        for kind in ("baseline", "rulesched-cpp", "rulesched-cpp-shadow", "rulesched-celpy")
         for rules in ("founding", "pod-dependent")
     }
     if GO:

@@ -20,10 +20,12 @@ import pytest
 
 from rulesched.cli import main
 from rulesched.rules.cel import ENGINE_NAMES, CelCompileError, CelEvalError, Engine, VariableSource, make_engine
+from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.errors import LoadError, RulesLoadFailed
 from rulesched.rules.loader import load_rule_book
 from tests.builders import rule_set, write_rules
 from tests.cel_library_cases import DOCUMENTED, KUBERNETES, KUBERNETES_DIFFERENCES, Error, Refused
+from tests.paths import REPO
 from tests.test_docs import CONSOLE_BLOCKS, Block, console_session
 from tests.test_docs import run as run_command
 
@@ -372,3 +374,12 @@ def test_the_functions_page_answers_alike_on_celpy(
     for command, shown in console_session(block.text):
         _, output = run_command(f"{command} --cel-engine celpy", capsys)
         assert output.rstrip("\n") == shown, command
+
+
+def test_every_library_function_is_in_the_functions_reference() -> None:
+    """docs/rules/functions.md names every function the libraries declare (the reserved `rulesched_*`
+    helpers aside; Kubernetes' formats by their names)."""
+    page = (REPO / "docs" / "rules" / "functions.md").read_text()
+    names = {o.function for o in OVERLOADS if not o.function.startswith("rulesched_")}
+    missing = [n for n in sorted(names) if f"`{n}" not in page and f"`{n.removeprefix('format.')}`" not in page]
+    assert missing == []

@@ -35,7 +35,7 @@ spec:
 def test_check_accepts_the_shipped_rules(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", str(RULES)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("ok: 6 rule set(s) in 6 file(s)")
+    assert out.startswith("ok: 7 rule set(s) in 7 file(s)")
 
 
 @pytest.mark.parametrize("engine", ["cpp", "celpy"])
@@ -76,7 +76,7 @@ def test_python_dash_m_rulesched_serves_the_example(tmp_path: Path) -> None:
     with spawned(options, log) as port:
         ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
         assert ready.json()["ready"] is True
-    assert "serving 6 rule sets" in log.read_text()
+    assert "serving 7 rule sets" in log.read_text()
 
 
 def serve_actions() -> dict[str, argparse.Action]:

@@ -63,7 +63,8 @@ def test_explicit_kubeconfig_gives_the_live_sources(
     assert cluster.binder is None
     assert cluster.description == (
         f"Kubernetes API {api.url} via kubeconfig {kubeconfig} (--kubeconfig), nodes from the API (list+watch), "
-        "metrics from metrics-server every 0.05s, pods from the API (list+watch), namespaces from the API (list+watch)"
+        "metrics from metrics-server every 0.05s, pods from the API (list+watch), "
+        "namespaces from the API (list+watch), custom metrics from the MetricSources' Prometheus queries"
     )
     cluster.start()
     assert cluster.nodes.wait_ready(5)
@@ -74,7 +75,11 @@ def test_explicit_kubeconfig_gives_the_live_sources(
 def test_cluster_off_never_uses_the_api(kubeconfig: Path, nowhere: KubeEnvironment, built: list[Cluster]) -> None:
     cluster = build(built, Settings(cluster="off", kubeconfig=kubeconfig), nowhere)
     assert (cluster.nodes, cluster.metrics, cluster.binder, cluster.access) == (None, None, None, None)
-    assert cluster.description == "no cluster, no node source (full mode only), no metrics"
+    assert cluster.prometheus is None
+    assert cluster.description == (
+        "no cluster, no node source (full mode only), no metrics, MetricSource queries not polled "
+        "(--prometheus on polls them)"
+    )
     # --enable-bind with --cluster off is refused by Settings itself (tests/test_settings_checks.py).
 
 
@@ -86,7 +91,11 @@ def test_cluster_on_without_credentials_is_a_clear_error(nowhere: KubeEnvironmen
 def test_cluster_auto_without_credentials_runs_without_a_cluster(nowhere: KubeEnvironment) -> None:
     cluster = build_cluster(Settings(cluster="auto"), nowhere)
     assert cluster.access is None
-    assert cluster.description == "no cluster, no node source (full mode only), no metrics"
+    assert cluster.prometheus is not None  # Prometheus is not the Kubernetes API: its queries are polled
+    assert cluster.description == (
+        "no cluster, no node source (full mode only), no metrics, custom metrics from the MetricSources' "
+        "Prometheus queries"
+    )
 
 
 def test_cluster_auto_with_a_nodes_file_uses_the_files_only(
@@ -97,7 +106,11 @@ def test_cluster_auto_with_a_nodes_file_uses_the_files_only(
     assert cluster.access is None
     assert isinstance(cluster.nodes, FileNodeSource)
     assert isinstance(cluster.metrics, FileMetricsSource)
-    assert cluster.description == f"no cluster, nodes from {NODES_FILE}, metrics from {METRICS_FILE}"
+    assert cluster.prometheus is None  # a metrics file: an offline run, its custom values (none here) stand in
+    assert cluster.description == (
+        f"no cluster, nodes from {NODES_FILE}, metrics from {METRICS_FILE}, MetricSource queries not polled "
+        "(--prometheus on polls them)"
+    )
 
 
 def test_cluster_on_with_a_nodes_file_takes_metrics_and_binding_from_the_api(

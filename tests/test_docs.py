@@ -92,7 +92,8 @@ EXCERPT_BLOCKS = blocks("doc-test: excerpt")
 SCHEDULER_CONFIG_BLOCKS = blocks("doc-test: scheduler-config")
 RULETEST_BLOCKS = blocks("doc-test: ruletest-fields")
 JSON_SHAPE_BLOCKS = blocks("doc-test: json-shape")
-MARKERS = ("doc-test", "curl-example", "curl-answer", "run-command", "test-command", "not-run:")
+MARKERS = ("doc-test", "curl-example", "curl-answer", "run-command", "test-command", "shadow-summary", "not-run:")
+"""`shadow-summary` is checked against a real server by tests/test_shadow_guide.py."""
 
 
 @pytest.mark.parametrize("block", SH_BLOCKS, ids=str)

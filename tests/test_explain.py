@@ -41,8 +41,22 @@ def test_explain_json_is_the_engines_decision(capsys: pytest.CaptureFixture[str]
     report = explain_json(capsys, *LOCAL)
     pod = read_document(POD)
     book = load_rule_book([RULES], make_engine("cpp"))
-    contexts = NodeContexts(None, FileMetricsSource(EXAMPLE_METRICS)).for_objects(read_document(EXAMPLE_NODES)["items"])
-    assert report == evaluate(book, pod, contexts).explain(pod) | context_report(pod, None, contexts)
+    metrics = FileMetricsSource(EXAMPLE_METRICS)
+    built = NodeContexts(None, metrics, None, metrics.custom)
+    contexts = built.for_objects(read_document(EXAMPLE_NODES)["items"])
+    expected = evaluate(book, pod, contexts).explain(pod) | context_report(pod, None, contexts, built.custom_ages)
+    assert report == expected
+
+
+def test_explain_shows_each_custom_value_and_its_age(capsys: pytest.CaptureFixture[str]) -> None:
+    """The example snapshot carries `metrics.custom.cpu5m`; a file's values are taken as current (no age)."""
+    custom = {name: node["custom"] for name, node in explain_json(capsys, *LOCAL)["nodeContext"].items()}
+    assert custom == {
+        "k8s-master": {"cpu5m": {"value": 0.35, "age": None}},
+        "k8s-node1": {"cpu5m": {"value": 0.62, "age": None}},
+        "k8s-node2": {"cpu5m": {"value": 0.91, "age": None}},
+        "gpu-node1": {},
+    }
 
 
 def test_explain_json_for_the_founding_example(capsys: pytest.CaptureFixture[str]) -> None:

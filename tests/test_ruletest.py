@@ -45,7 +45,7 @@ def founding_example(expect: str) -> str:
 @pytest.mark.parametrize("engine", ["cpp", "celpy"])
 def test_the_shipped_rule_tests_pass(capsys: pytest.CaptureFixture[str], engine: str) -> None:
     assert main(["test", str(TESTS), "--cel-engine", engine]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "17 passed, 0 failed, 0 error(s) in 7 RuleTest(s)"
+    assert capsys.readouterr().out.splitlines()[-1] == "20 passed, 0 failed, 0 error(s) in 8 RuleTest(s)"
 
 
 def test_every_shipped_rule_file_has_a_rule_test() -> None:
@@ -58,6 +58,7 @@ def test_every_shipped_rule_file_has_a_rule_test() -> None:
 def test_the_server_does_not_load_the_rule_tests() -> None:
     assert [Path(name).name for name, _ in rule_files([RULES])] == [
         "batch-spread.yaml",
+        "cpu-window.yaml",
         "gpu-reserve.yaml",
         "memory-pressure.yaml",
         "team-pools.yaml",
@@ -84,7 +85,7 @@ def test_rulesched_test_runs_as_a_command() -> None:
 def test_without_paths_it_runs_rules_tests(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     assert main(["test"]) == 0
-    assert "17 passed" in capsys.readouterr().out
+    assert "20 passed" in capsys.readouterr().out
 
 
 def test_a_passing_case(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -243,11 +244,12 @@ def test_junit_has_a_suite_per_rule_test_and_a_case_per_case(tmp_path: Path) -> 
     assert main(["test", str(TESTS), str(tmp_path), "--junit", str(junit)]) == 2
     root = ET.parse(junit).getroot()
     assert root.tag == "testsuites"
-    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("19", "1", "1")
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("22", "1", "1")
     suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
     assert set(suites) == {
         "all-rules",
         "batch-spread",
+        "cpu-window",
         "team-pools",
         "gpu-reserve",
         "memory-pressure",

@@ -20,6 +20,10 @@ CONTRADICTIONS = [
         "--tls-client-name needs --tls-client-ca-file",
     ),
     (["--metrics-interval", "120"], "--metrics-max-age is shorter than --metrics-interval"),
+    (
+        ["--record", "recording", "--record-segment-bytes", "100000", "--record-max-bytes", "50000"],
+        "--record-max-bytes is smaller than --record-segment-bytes: not even one segment would be kept",
+    ),
 ]
 
 

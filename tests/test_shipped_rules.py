@@ -31,9 +31,10 @@ def only(rule_file: str, engine: Engine, tmp_path: Path) -> RuleBook:
     return load_rule_book([tmp_path], engine)
 
 
-def test_the_six_rule_sets_are_shipped() -> None:
+def test_the_seven_rule_sets_are_shipped() -> None:
     assert [p.name for p in SHIPPED] == [
         "batch-spread.yaml",
+        "cpu-window.yaml",
         "gpu-reserve.yaml",
         "memory-pressure.yaml",
         "team-pools.yaml",
@@ -53,6 +54,7 @@ def test_shipped_rules_directory_loads_sorted_by_name(engine: Engine) -> None:
     book = load_rule_book([RULES], engine)
     assert [rs.name for rs in book.rule_sets] == [
         "batch-spread",
+        "cpu-window",
         "gpu-reserve",
         "memory-pressure",
         "team-pools",

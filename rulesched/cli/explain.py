@@ -16,6 +16,7 @@ Local mode evaluates the rules on files, exactly as the server does:
   rulesched explain --rules rules --pod pod.json --nodes nodes.yaml --metrics metrics.yaml
 Server mode asks a running `rulesched serve --enable-explain`:
   rulesched explain --server http://127.0.0.1:8888 --pod pod.json --node-names node-a,node-b
+and with --shadow, what its shadow rules (`serve --shadow-rules`) would decide instead.
 """
 
 
@@ -35,6 +36,9 @@ def add(commands: Any) -> None:
     explain.add_argument("--cel-engine", choices=ENGINE_NAMES, default="cpp", help="CEL engine (local mode)")
     explain.add_argument("--server", metavar="URL", help="ask the extender at URL (POST URL/explain)")
     explain.add_argument("--node-names", metavar="A,B,C", help="server mode: the nodes, by name (names mode)")
+    explain.add_argument(
+        "--shadow", action="store_true", help="server mode: the shadow rules' view (serve --shadow-rules)"
+    )
     explain.add_argument("--output", "-o", choices=("table", "json"), default="table")
     explain.set_defaults(run=run)
 
@@ -52,6 +56,8 @@ def usage_error(args: argparse.Namespace) -> str | None:
         return None
     if args.node_names:
         return "--node-names needs --server; locally give a NodeList with --nodes"
+    if args.shadow:
+        return "--shadow needs --server: locally, give the shadow rules with --rules"
     if not args.rules or not args.nodes:
         return "explain needs --rules and --nodes (or --server URL)"
     return None
@@ -83,6 +89,6 @@ def _report(args: argparse.Namespace) -> dict[str, Any]:
     nodes = read_nodes(args.nodes) if args.nodes else None
     if args.server:
         names = [n.strip() for n in (args.node_names or "").split(",") if n.strip()]
-        return explain_remote(args.server, extender_args(pod, names, nodes))
+        return explain_remote(args.server, extender_args(pod, names, nodes), book="shadow" if args.shadow else "live")
     files = {"pods": args.pods, "namespaces": args.namespaces}
     return explain_local(args.rules, args.cel_engine, pod, nodes or [], args.metrics, **files)

@@ -26,6 +26,8 @@ SHORT_FLAGS = {
     "pods_file": "--pods",
     "namespaces_file": "--namespaces",
     "tls_client_names": "--tls-client-name",
+    "shadow_rules_dir": "--shadow-rules",
+    "record_dir": "--record",
 }
 """Fields whose documented flag is not their name."""
 

@@ -6,12 +6,14 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rulesched.cluster.custom import CustomValues
 from rulesched.cluster.pods import FileNamespaceSource, FilePodSource, NamespaceSource, PodIndex, PodSource
 from rulesched.cluster.sources import Binder, FileMetricsSource, FileNodeSource, MetricsSource, NodeSource
 from rulesched.settings import Settings
 
 if TYPE_CHECKING:
     from rulesched.cluster.kube import KubeAccess, KubeEnvironment
+    from rulesched.cluster.prometheus import PrometheusPollers
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +30,14 @@ class Cluster:
     """The API client behind the live sources, closed by stop(); None without a cluster."""
     pods: PodSource | None = None
     namespaces: NamespaceSource | None = None
+    custom: CustomValues | None = None
+    """`metrics.custom`: from the metrics file, or filled by `prometheus`; None when neither."""
+    prometheus: PrometheusPollers | None = None
+    """The MetricSources' query pollers (configured with each rule book); None when not polling."""
 
-    def _sources(self) -> list[NodeSource | MetricsSource | PodSource | NamespaceSource]:
-        return [s for s in (self.nodes, self.metrics, self.pods, self.namespaces) if s is not None]
+    def _sources(self) -> list[NodeSource | MetricsSource | PodSource | NamespaceSource | PrometheusPollers]:
+        sources = (self.nodes, self.metrics, self.pods, self.namespaces, self.prometheus)
+        return [s for s in sources if s is not None]
 
     def start(self) -> None:
         for source in self._sources():
@@ -85,6 +92,7 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Clu
             parts.append(f"{what} from {path}")
     if access is not None:
         pods, namespaces = _live_pods(settings, access, pods, namespaces, parts)
+    custom, prometheus = _custom_values(settings, metrics, parts)
     return Cluster(
         nodes=nodes,
         metrics=metrics,
@@ -93,7 +101,35 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Clu
         access=access,
         pods=pods,
         namespaces=namespaces,
+        custom=custom,
+        prometheus=prometheus,
     )
+
+
+def polls_prometheus(settings: Settings) -> bool:
+    """Whether the MetricSources' queries are polled: on, or auto with a cluster possible and no metrics file
+    (offline, the file's `custom` values stand in for Prometheus)."""
+    if settings.prometheus == "auto":
+        return settings.cluster != "off" and settings.metrics_file is None
+    return settings.prometheus == "on"
+
+
+def _custom_values(
+    settings: Settings, metrics: MetricsSource | None, parts: list[str]
+) -> tuple[CustomValues | None, PrometheusPollers | None]:
+    """Where `metrics.custom` comes from: the MetricSources' queries, polled, or the metrics file."""
+    if polls_prometheus(settings):
+        from rulesched.cluster.prometheus import PrometheusPollers
+
+        parts.append("custom metrics from the MetricSources' Prometheus queries")
+        values = CustomValues()
+        return values, PrometheusPollers(values)
+    custom = metrics.custom if isinstance(metrics, FileMetricsSource) else None
+    if custom is not None:
+        parts.append(f"custom metrics from {settings.metrics_file}")
+    else:
+        parts.append("MetricSource queries not polled (--prometheus on polls them)")
+    return custom, None
 
 
 def _live_pods(

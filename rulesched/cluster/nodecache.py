@@ -21,10 +21,11 @@ from typing import Any, TypeVar
 
 from kubernetes.client import CoreV1Api
 
+from rulesched.cluster.changelog import ChangeLog
 from rulesched.cluster.errors import ApiError, GoneError, NotFoundError, api_errors
 from rulesched.cluster.kube import discard, interrupt, read_json
 from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, LoopStatus, Outcome
-from rulesched.cluster.sources import ChangeLog, without_managed_fields
+from rulesched.cluster.sources import without_managed_fields
 from rulesched.rules.context import node_name
 
 log = logging.getLogger(__name__)

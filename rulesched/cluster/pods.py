@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from rulesched.cluster.sources import ChangeLog, SourceError, items_of, parse_timestamp
+from rulesched.cluster.changelog import ChangeLog
+from rulesched.cluster.sources import SourceError, items_of, parse_timestamp
 from rulesched.rules.context import NodePods, namespace_view, node_pods, pod_view
 
 log = logging.getLogger(__name__)

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import datetime
 import json
-import threading
-from collections import deque
 from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
 
+from rulesched.cluster.custom import CustomValues, file_values
 from rulesched.rules.context import NodeUsage, node_name
 from rulesched.rules.quantity import QuantityError, quantity_value
 
@@ -69,43 +68,6 @@ class MetricsSource(Protocol):
 class Binder(Protocol):
     def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
         """Bind the pod to the node; "" on success, else the API's reason. May block."""
-
-
-class ChangeLog:
-    """Which names changed after a generation: a counter, and the most recent changes.
-
-    The request path reads a source through per-node caches that stay valid until the source says a
-    node changed; this is how it says so without the reader comparing every node on every request.
-    """
-
-    def __init__(self, kept: int = 4096) -> None:
-        self._generation = 0
-        self._floor = 0
-        """Changes after this generation are all in `_recent`."""
-        self._recent: deque[tuple[int, str]] = deque()
-        self._kept = kept
-        self._lock = threading.Lock()
-
-    def generation(self) -> int:
-        return self._generation
-
-    def record(self, name: str | None) -> None:
-        """`name` changed; None: any node may have (a relist)."""
-        with self._lock:
-            self._generation += 1
-            if name is None:
-                self._recent.clear()
-                self._floor = self._generation
-                return
-            self._recent.append((self._generation, name))
-            if len(self._recent) > self._kept:
-                self._floor = self._recent.popleft()[0]
-
-    def since(self, generation: int) -> set[str] | None:
-        with self._lock:
-            if generation < self._floor:
-                return None
-            return {name for changed, name in self._recent if changed > generation}
 
 
 def without_managed_fields(node: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -206,7 +168,10 @@ class FileMetricsSource:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._usage: dict[str, NodeUsage] = {}
-        for item in items_of(path, "NodeMetricsList"):
+        items = items_of(path, "NodeMetricsList")
+        self.custom: CustomValues | None = file_values(items)
+        """The items' custom values (`custom: {cpu5m: 0.42}`), for `metrics.custom`; None when none has any."""
+        for item in items:
             name = node_name(item)
             if name:
                 sample = node_usage(item)

@@ -125,7 +125,18 @@ def sources_status(cluster: Cluster) -> dict[str, Any]:
         if isinstance(index, PodIndex):
             entry |= {"pendingPlacements": index.pending(), "overflowed": index.overflowed}
         found[name] = entry
+    found["customMetrics"] = custom_status(cluster)
     return found
+
+
+def custom_status(cluster: Cluster) -> dict[str, Any]:
+    """Where `metrics.custom` comes from, and each Prometheus query's state, last success and last error."""
+    if cluster.prometheus is not None:
+        queries = [status.as_dict() for status in cluster.prometheus.status()]
+        return {"from": "prometheus", "values": cluster.custom.size() if cluster.custom else 0, "queries": queries}
+    if cluster.custom is not None:
+        return {"from": "file", "values": cluster.custom.size(), "queries": []}
+    return {"from": "none", "values": 0, "queries": []}
 
 
 def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer: Observer | None = None) -> Starlette:
@@ -145,6 +156,8 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
     for name, source in (("pods", cluster.pods), ("namespaces", cluster.namespaces)):
         if source is not None:
             metrics.watch_source(name, _size_of(source), _failing_of(source))
+    if cluster.prometheus is not None:
+        metrics.watch_queries(cluster.prometheus.status)
     pods = cluster.pods
     if isinstance(pods, PodIndex) or hasattr(pods, "index"):
         index: PodIndex = pods if isinstance(pods, PodIndex) else pods.index  # type: ignore[union-attr]
@@ -167,6 +180,11 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
     async def rules(request: Request) -> Response:
         return json_response({**rules_status(store), "sources": sources_status(cluster)})
 
+    async def shadow(request: Request) -> Response:
+        if extender.shadow is None:
+            return error_response(404, "no shadow rules: start rulesched serve with --shadow-rules DIR")
+        return json_response(extender.shadow.status())
+
     async def prometheus(request: Request) -> Response:
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
@@ -183,6 +201,7 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
         Route("/readyz", readyz),
         Route("/rules", rules),
         Route("/metrics", prometheus),
+        Route("/shadow", shadow),
     ]
     app = Starlette(routes=app_routes)
     app.state.extender = extender

@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import collections
 import datetime
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from rulesched.rules.book import RuleBook
 from rulesched.rules.decision import Decision
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
+
+if TYPE_CHECKING:
+    from rulesched.cluster.prometheus import QueryStatus
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 CANDIDATE_BUCKETS = (1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
@@ -73,10 +80,42 @@ class Metrics:
             "rulesched_source_failing", "1 while a live source's API requests fail (an outage)", ["source"], registry=r
         )
 
+        self.shadow_comparisons = Counter(
+            "rulesched_shadow_comparisons",
+            "Calls compared with the shadow rules, by verb and outcome (same, differs, dropped)",
+            ["verb", "outcome"],
+            registry=r,
+        )
+        self.shadow_rejections = Counter(
+            "rulesched_shadow_filter_rejections", "Nodes the shadow rules rejected, by filter rule", rule, registry=r
+        )
+        self.shadow_reloads = Counter(
+            "rulesched_shadow_reloads", "Shadow rule reloads by result (loaded, unchanged, rejected)", ["result"],
+            registry=r,
+        )  # fmt: skip
+        self.shadow_generation = Gauge(
+            "rulesched_shadow_rules_generation", "Generation of the shadow rule book (0: none)", registry=r
+        )
+        self.shadow_queue = Gauge(
+            "rulesched_shadow_queue_calls", "Answered calls waiting for their shadow evaluation", registry=r
+        )
+        self.recorded = Counter(
+            "rulesched_recording_calls", "Calls written to the recording (written) or left out (dropped)", ["result"],
+            registry=r,
+        )  # fmt: skip
+        self.recording_bytes = Gauge(
+            "rulesched_recording_bytes", "Bytes the recording directory's segments take", registry=r
+        )
+
     def watch_source(self, name: str, size: Callable[[], float], failing: Callable[[], float]) -> None:
         """Report a pod or namespace source's size and whether it is failing, computed when scraped."""
         self.source_objects.labels(name).set_function(size)
         self.source_failing.labels(name).set_function(failing)
+
+    def watch_queries(self, status: Callable[[], list[QueryStatus]]) -> None:
+        """Report every MetricSource query's polls, failures, state and values, read when scraped (the
+        queries change with the rules)."""
+        self.registry.register(_QueryCollector(status))
 
     def watch_store(self, store: RuleStore) -> None:
         """Count reloads and report the active generation and the time since the last good load."""
@@ -112,9 +151,47 @@ class Metrics:
         for (rule_set, rule, enforce), count in failures.items():
             (self.rejections if enforce else self.audit).labels(rule_set, rule).inc(count)
 
+    def shadow_decision(self, verb: str, outcome: str, failures: Mapping[tuple[str, str, bool], int]) -> None:
+        """Count one comparison with the shadow rules; `failures` is the shadow decision's `failures()`."""
+        self.shadow_comparisons.labels(verb, outcome).inc()
+        for (rule_set, rule, enforce), count in failures.items():
+            if enforce:
+                self.shadow_rejections.labels(rule_set, rule).inc(count)
+
     def request(self, verb: str, code: int, seconds: float) -> None:
         self.requests.labels(verb, str(code)).inc()
         self.latency.labels(verb).observe(seconds)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _QueryCollector(Collector):
+    """The Prometheus queries' counters and gauges, from their statuses at scrape time."""
+
+    def __init__(self, status: Callable[[], list[QueryStatus]]) -> None:
+        self._status = status
+
+    def collect(self) -> Iterable[Metric]:
+        labels = ["source", "query"]
+        polls = CounterMetricFamily(
+            "rulesched_prometheus_queries", "Prometheus query polls by result (ok, error)", labels=[*labels, "result"]
+        )
+        failing = GaugeMetricFamily("rulesched_prometheus_query_failing", "1 while the query fails", labels=labels)
+        nodes = GaugeMetricFamily(
+            "rulesched_prometheus_query_nodes", "Nodes the query's last good answer gave a value for", labels=labels
+        )
+        since = GaugeMetricFamily(
+            "rulesched_prometheus_query_seconds_since_success",
+            "Seconds since the query last answered (NaN before its first answer)",
+            labels=labels,
+        )
+        now = time.time()
+        for query in self._status():
+            names = [query.source, query.query]
+            polls.add_metric([*names, "ok"], query.polls - query.failures)
+            polls.add_metric([*names, "error"], query.failures)
+            failing.add_metric(names, 1.0 if query.state == "failing" else 0.0)
+            nodes.add_metric(names, query.nodes)
+            since.add_metric(names, now - query.last_success if query.last_success is not None else float("nan"))
+        return [polls, failing, nodes, since]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import functools
 import gc
 import operator
@@ -21,6 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import orjson
@@ -32,7 +34,10 @@ from starlette.responses import Response
 from rulesched.cluster import Cluster
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.extender import wire
+from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.observe import Observer
+from rulesched.extender.recording import Recorder
+from rulesched.extender.shadow import Shadow
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext, context_report, namespace_name, with_pods
 from rulesched.rules.decision import Decision
@@ -44,6 +49,8 @@ from rulesched.settings import Settings
 _SEEN_NODES = 10_000
 _SCORE = operator.attrgetter("score")
 T = TypeVar("T")
+Found = tuple[Sequence[NodeContext], Mapping[str, str], Decision]
+"""A call's node contexts, the names it could not evaluate (with why), and its decision."""
 
 
 def json_response(content: Any, status_code: int = 200) -> Response:
@@ -70,7 +77,7 @@ class Extender:
         self.store = store
         self.cluster = cluster
         self.observer = observer
-        self.contexts = NodeContexts(cluster.nodes, cluster.metrics, cluster.pods)
+        self.contexts = NodeContexts(cluster.nodes, cluster.metrics, cluster.pods, cluster.custom)
         # Full mode sends whole nodes with filter, but only names with preempt: the contexts keep the
         # nodes that have a resourceVersion, this the few that have none.
         self.seen: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
@@ -78,17 +85,29 @@ class Extender:
         """The one thread rules are evaluated in."""
         self.evaluating = 0
         """Calls handed to the evaluation thread and not yet answered (changed on the event loop only)."""
+        self.idle = Idle()
+        """Whether a filter or prioritize call is being answered: the shadow and recording threads wait for it."""
+        self.shadow: Shadow | None = None
+        self.recorder: Recorder | None = None
 
     def deadline(self) -> float:
         """The deadline of a request that starts now, as a `time.monotonic()` value."""
         return time.monotonic() + self.settings.request_deadline
 
     async def evaluate(
-        self, book: RuleBook, pod: Mapping[str, Any], contexts: Sequence[NodeContext], deadline: float, **kinds: bool
+        self,
+        book: RuleBook,
+        pod: Mapping[str, Any],
+        contexts: Sequence[NodeContext],
+        deadline: float,
+        *,
+        now: datetime.datetime | None = None,
+        **kinds: bool,
     ) -> Decision:
-        """`engine.evaluate`, cut short at `deadline`; `kinds`: run_filters, run_scores. A call the caches
-        answer (a replica, say) is answered here; any other runs in the evaluation thread. Evaluations never
-        overlap: the caches are not shared between threads."""
+        """`engine.evaluate`, cut short at `deadline`; `kinds`: run_filters, run_scores; `now` the time the
+        rules see (the current time by default). A call the caches answer (a replica, say) is answered here;
+        any other runs in the evaluation thread. Evaluations never overlap: the caches are not shared between
+        threads."""
         filters, scores = kinds.get("run_filters", True), kinds.get("run_scores", True)
         namespace = self.namespace(pod)
         work = functools.partial(
@@ -96,6 +115,7 @@ class Extender:
             book,
             pod,
             contexts,
+            now=now,
             run_filters=filters,
             run_scores=scores,
             deadline=deadline,
@@ -231,6 +251,30 @@ class Extender:
         source = self.cluster.namespaces
         return source.get(namespace_name(pod)) if source is not None else None
 
+    def handing_on(self) -> bool:
+        """Whether answered calls go anywhere after their answer (a shadow book, a recording)."""
+        return self.shadow is not None or self.recorder is not None
+
+    def hand_on(self, answered: Answered) -> None:
+        """After the answer was sent: queue the call for the shadow book and the recording (both bounded)."""
+        if self.shadow is not None:
+            self.shadow.submit(answered)
+        if self.recorder is not None:
+            self.recorder.submit(answered)
+
+    def answered(
+        self, verb: str, args: wire.ExtenderArgs, call: tuple[datetime.datetime, RuleBook], found: Found
+    ) -> Callable[[], None] | None:
+        """What to run once the answer is sent (None: nothing); `call`: the time the rules saw and the book."""
+        if not self.handing_on():
+            return None
+        now, book = call
+        contexts, unknown, decision = found
+        item = Answered(
+            verb, args.nodes is not None, args.pod, contexts, unknown, self.namespace(args.pod), now, book, decision
+        )
+        return lambda: self.hand_on(item)
+
     def forget(self, pod: Mapping[str, Any]) -> None:
         """The pod is being scheduled (again): a placement this extender made for it earlier is void."""
         if self.cluster.pods is not None:
@@ -255,15 +299,19 @@ class Extender:
             self.cluster.pods.ranked(pod)
 
 
+Resume = Callable[..., Response]
+
+
 @contextlib.contextmanager
-def _no_collection() -> Iterator[Callable[[Response, list[object] | None], Response]]:
+def _no_collection() -> Iterator[Resume]:
     """No garbage collection while a request is answered; it resumes once the answer is sent.
 
     Decoding a request allocates up to millions of objects (full mode), each of which counts toward
     the collector's thresholds; collections in the middle of it scan everything cached and cost tens of
     milliseconds, while almost all of those objects are freed by reference counting when the request ends.
     The block wraps its answer with the function it is given, so that the collection it owes runs after
-    the answer is on its way (kube-scheduler does not wait for it); on an error it resumes at once. If an
+    the answer is on its way (kube-scheduler does not wait for it), and then what it is given to run after
+    the answer (`then`: hand the call on to the shadow book, say); on an error it resumes at once. If an
     answer is never sent, the next one turns the collector back on. What the function is also given
     (`garbage`: the decoded request, say) is freed then too: in full mode that is millions of objects, whose
     freeing would otherwise delay the answer by milliseconds.
@@ -271,9 +319,11 @@ def _no_collection() -> Iterator[Callable[[Response, list[object] | None], Respo
     gc.disable()
     deferred = False
 
-    def resume_after(response: Response, garbage: list[object] | None = None) -> Response:
+    def resume_after(
+        response: Response, garbage: list[object] | None = None, then: Callable[[], None] | None = None
+    ) -> Response:
         nonlocal deferred
-        response.background, deferred = BackgroundTask(_resume_collection, garbage or []), True
+        response.background, deferred = BackgroundTask(_resume_collection, garbage or [], then), True
         return response
 
     try:
@@ -283,27 +333,45 @@ def _no_collection() -> Iterator[Callable[[Response, list[object] | None], Respo
             gc.enable()
 
 
-async def _resume_collection(garbage: list[object]) -> None:
+async def _resume_collection(garbage: list[object], then: Callable[[], None] | None = None) -> None:
     """Free `garbage`, turn the collector back on and pay now, answer sent, the young collection the
-    request owes."""
+    request owes; then run `then`."""
     garbage.clear()
     gc.enable()
     counts, thresholds = gc.get_count(), gc.get_threshold()
     gc.collect(1 if counts[1] >= thresholds[1] else 0)
+    if then is not None:
+        then()
+
+
+@contextlib.contextmanager
+def _answering(extender: Extender) -> Iterator[None]:
+    """A filter or prioritize call is being answered: the shadow and recording threads wait meanwhile."""
+    extender.idle.busy()
+    try:
+        yield
+    finally:
+        extender.idle.done()
+
+
+def _now(extender: Extender) -> datetime.datetime | None:
+    """The time the rules see, fixed here when the call is handed on (so its shadow sees the same)."""
+    return datetime.datetime.now(datetime.UTC) if extender.handing_on() else None
 
 
 async def filter_verb(extender: Extender, request: Request) -> Response:
     deadline = extender.deadline()
     body = await extender.body(request)
-    with _no_collection() as resume_after:
+    with _answering(extender), _no_collection() as resume_after:
         args = extender.args(body)
         started = time.perf_counter()
-        book = extender.book()
+        book, now = extender.book(), _now(extender)
         garbage: list[object] = [args]
         extender.forget(args.pod)
         contexts, unknown = await extender.candidates(args, garbage)
-        decision = await extender.evaluate(book, args.pod, contexts, deadline, run_scores=False)
-        return resume_after(_filter_answer(extender, args, decision, unknown, started), garbage)
+        decision = await extender.evaluate(book, args.pod, contexts, deadline, now=now, run_scores=False)
+        then = extender.answered("filter", args, (now, book), (contexts, unknown, decision)) if now else None
+        return resume_after(_filter_answer(extender, args, decision, unknown, started), garbage, then)
 
 
 def _filter_answer(
@@ -336,14 +404,14 @@ def _filter_answer(
 async def prioritize_verb(extender: Extender, request: Request) -> Response:
     deadline = extender.deadline()
     body = await extender.body(request)
-    with _no_collection() as resume_after:
+    with _answering(extender), _no_collection() as resume_after:
         args = extender.args(body)
         started = time.perf_counter()
-        book = extender.book()
+        book, now = extender.book(), _now(extender)
         garbage: list[object] = [args]
         extender.forget(args.pod)
-        contexts, _ = await extender.candidates(args, garbage)
-        decision = await extender.evaluate(book, args.pod, contexts, deadline, run_filters=False)
+        contexts, unknown = await extender.candidates(args, garbage)
+        decision = await extender.evaluate(book, args.pod, contexts, deadline, now=now, run_filters=False)
         extender.reserve(args.pod, decision)
         found = decision.nodes
         if len(found) == len(args.names):  # every candidate evaluated, in the request's order
@@ -352,7 +420,8 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
             scores = {name: (found[name].score or 0) if name in found else 0 for name in args.names}
             answer = wire.host_priority_list(scores)
         extender.observer.decision("prioritize", args.pod, decision, len(args.names), time.perf_counter() - started)
-        return resume_after(json_response(answer), garbage)
+        then = extender.answered("prioritize", args, (now, book), (contexts, unknown, decision)) if now else None
+        return resume_after(json_response(answer), garbage, then)
 
 
 async def preempt_verb(extender: Extender, request: Request) -> Response:
@@ -382,8 +451,24 @@ async def explain_verb(extender: Extender, request: Request) -> Response:
         return error_response(404, "explain is disabled: start rulesched serve with --enable-explain")
     deadline = extender.deadline()
     args = extender.args(await extender.body(request))
+    book_name = request.query_params.get("book", "live")
+    if book_name not in ("live", "shadow"):
+        return error_response(400, f"book must be live or shadow, not {book_name!r}")
+    if book_name == "shadow" and extender.shadow is None:
+        return error_response(404, "no shadow rules: start rulesched serve with --shadow-rules DIR")
     contexts, unknown = await extender.candidates(args)
-    decision = await extender.evaluate(extender.book(), args.pod, contexts, deadline)
-    report = decision.explain(args.pod) | context_report(args.pod, extender.namespace(args.pod), contexts)
+    now = datetime.datetime.now(datetime.UTC)
+    book = extender.book()
+    decision = await extender.evaluate(book, args.pod, contexts, deadline, now=now)
+    if extender.shadow is not None and book_name == "shadow":
+        answered = Answered("explain", args.nodes is not None, args.pod, contexts, unknown, None, now, book, decision)
+        try:
+            decision = await extender.shadow.explain(replace(answered, namespace=extender.namespace(args.pod)))
+        except LookupError as error:
+            return error_response(404, str(error))
+    ages = extender.contexts.custom_ages
+    report = decision.explain(args.pod) | context_report(args.pod, extender.namespace(args.pod), contexts, ages)
     report["unknownNodes"] = unknown
+    if book_name == "shadow":
+        report["book"] = "shadow"
     return json_response(report)

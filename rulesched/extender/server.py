@@ -10,6 +10,7 @@ import ssl
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
@@ -21,9 +22,13 @@ from rulesched.extender.connection import connection_protocol
 from rulesched.extender.logformat import configure_logging
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.observe import Observer
-from rulesched.rules.cel import Limits, make_engine
+from rulesched.extender.recording import Recorder, RecordLimits
+from rulesched.extender.routes import Extender
+from rulesched.extender.shadow import Shadow
+from rulesched.rules.book import RuleBook
+from rulesched.rules.cel import Engine, Limits, make_engine
 from rulesched.rules.reloader import Reloader
-from rulesched.rules.store import RuleStore
+from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
 from rulesched.settings import Settings
 
 log = logging.getLogger("rulesched")
@@ -46,8 +51,7 @@ class Parts:
 def build(settings: Settings) -> Parts:
     """Load the rules (all must load) and build the cluster sources and the app; nothing started yet."""
     check_tls(settings)
-    limits = Limits(cost=settings.cel_cost_limit, steps=settings.cel_budget_steps, size=settings.cel_budget_size)
-    engine = make_engine(settings.cel_engine, limits, activation_evaluations=settings.cel_activation_evaluations)
+    engine = _engine(settings)
     store = RuleStore([settings.rules_dir], engine)
     metrics = Metrics()
     metrics.watch_store(store)
@@ -61,24 +65,77 @@ def build(settings: Settings) -> Parts:
         cluster = build_cluster(settings)
     except SourceError as error:
         raise StartupError(str(error)) from error
+    _follow_metric_sources(store, cluster)
     if settings.enable_bind and cluster.binder is None:
         raise StartupError("--enable-bind needs a cluster, and none was found (give --kubeconfig or --cluster on)")
     app = create_app(settings, store, cluster, Observer(metrics))
-    reloader = Reloader(store, settings.rules_dir, debounce=settings.reload_debounce, interval=settings.reload_interval)
+    extender: Extender = app.state.extender
+    reloaders = [_reloader(settings, store, settings.rules_dir)]
+    if settings.shadow_rules_dir is not None:
+        shadow_store = RuleStore([settings.shadow_rules_dir], _engine(settings))
+        extender.shadow = _shadow(settings, shadow_store, extender, metrics)
+        reloaders.append(_reloader(settings, shadow_store, settings.shadow_rules_dir))
+    if settings.record_dir is not None:
+        record = RecordLimits(settings.record_segment_bytes, settings.record_max_bytes, settings.record_queue)
+        extender.recorder = Recorder(settings.record_dir, record, extender.idle, metrics)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         cluster.start()
-        watching = asyncio.create_task(reloader.run(), name="rules-reloader")
+        if extender.recorder is not None:
+            extender.recorder.start()
+        watching = [asyncio.create_task(r.run(), name="rules-reloader") for r in reloaders]
         try:
             yield
         finally:
-            reloader.stop()
-            await asyncio.wait_for(watching, 5)
+            for reloader in reloaders:
+                reloader.stop()
+            await asyncio.wait_for(asyncio.gather(*watching), 5)
+            if extender.shadow is not None:
+                extender.shadow.stop()
+            if extender.recorder is not None:
+                await asyncio.to_thread(extender.recorder.stop)
             cluster.stop()
 
     app.router.lifespan_context = lifespan
     return Parts(settings, store, cluster, app)
+
+
+def _follow_metric_sources(store: RuleStore, cluster: Cluster) -> None:
+    """Poll the book's MetricSources, and each new book's after a reload (a rejected one changes nothing)."""
+    pollers = cluster.prometheus
+    if pollers is None or store.book is None:
+        return
+    pollers.configure(store.book.metric_sources)
+
+    def on_reload(outcome: ReloadOutcome, book: RuleBook | None, rejected: RejectedReload | None) -> None:
+        if outcome == "loaded" and book is not None:
+            pollers.configure(book.metric_sources)
+
+    store.listeners.append(on_reload)
+
+
+def _engine(settings: Settings) -> Engine:
+    """The CEL engine as the settings ask; the shadow book has one of its own (no state shared between threads)."""
+    limits = Limits(cost=settings.cel_cost_limit, steps=settings.cel_budget_steps, size=settings.cel_budget_size)
+    return make_engine(settings.cel_engine, limits, activation_evaluations=settings.cel_activation_evaluations)
+
+
+def _reloader(settings: Settings, store: RuleStore, directory: Path) -> Reloader:
+    return Reloader(store, directory, debounce=settings.reload_debounce, interval=settings.reload_interval)
+
+
+def _shadow(settings: Settings, store: RuleStore, extender: Extender, metrics: Metrics) -> Shadow:
+    """The shadow book, loaded now. Rules that do not load do not stop the server (the live rules decide;
+    the shadow is advice): it starts without a shadow book, says why in its log and in GET /shadow, and
+    the next change to the directory that loads becomes the shadow book."""
+    shadow = Shadow(store, extender.idle, metrics, capacity=settings.shadow_queue, deadline=settings.request_deadline)
+    directory = settings.shadow_rules_dir
+    if directory is None or not directory.is_dir():
+        log.error("shadow rules directory %s does not exist; no shadow book until it does", directory)
+    elif store.reload() == "rejected":
+        log.error("the shadow rules in %s do not load; no shadow book until they do", directory)
+    return shadow
 
 
 def check_tls(settings: Settings) -> None:

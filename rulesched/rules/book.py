@@ -16,6 +16,7 @@ from rulesched.rules.cel import CelCompileError, Engine, Program, VariableSource
 from rulesched.rules.cel.analysis import Path, paths_of, reads
 from rulesched.rules.cel.cost import CostEstimateError, Estimate, estimate, over_limit_message
 from rulesched.rules.errors import LoadError
+from rulesched.rules.metricsource import MetricSource
 from rulesched.rules.model import Filter, MatchCondition, RuleSet, Score, Variable
 
 if TYPE_CHECKING:
@@ -87,6 +88,8 @@ class RuleBook:
     generation: int = 1
     loaded_at: datetime.datetime = field(default_factory=lambda: datetime.datetime.now(datetime.UTC))
     files: tuple[str, ...] = ()
+    metric_sources: tuple[MetricSource, ...] = ()
+    """The `kind: MetricSource` documents: what `metrics.custom` is made of (docs/rules/prometheus.md)."""
     plan: Plan = field(compare=False, repr=False, kw_only=True)
     """How the fast engine evaluates these rules, and its caches: made with the book, dropped with it."""
 

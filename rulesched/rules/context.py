@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 import functools
-from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -26,6 +26,17 @@ class NodeUsage:
     cpu: float | None
     memory: float | None
     timestamp: datetime.datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCustom:
+    """A node's custom metric values (`metrics.custom`, from MetricSource queries or a metrics file), by
+    query name: only finite values, only fresh ones. Compared by value: equal values, same context."""
+
+    values: Mapping[str, float] = field(default_factory=dict)
+
+
+NO_CUSTOM = NodeCustom()
 
 
 _ALLOCATED_ZERO: Mapping[str, float] = {"cpu": 0.0, "memory": 0.0}
@@ -217,7 +228,7 @@ def pod_identity(pod: Mapping[str, Any]) -> dict[str, str]:
 
 
 def metrics_map(usage: NodeUsage | None, allocatable: Mapping[str, float], now: datetime.datetime) -> dict[str, Any]:
-    """The `metrics` variable: keys present only for what is known."""
+    """The `metrics` variable without `custom`: keys present only for what is known."""
     if usage is None:
         return {}
     metrics: dict[str, Any] = {}
@@ -256,20 +267,32 @@ def node_context(
     usage: NodeUsage | None,
     now: datetime.datetime | None = None,
     pods: NodePods = EMPTY_PODS,
+    *,
+    custom: NodeCustom = NO_CUSTOM,
 ) -> NodeContext:
-    """The context of `node` with its metrics sample (or none) and its pods (none by default)."""
+    """The context of `node` with its metrics sample (or none), its pods (none by default) and its custom
+    metric values (`metrics.custom`, always a map so that `has(metrics.custom.x)` can ask)."""
     allocatable = allocatable_numbers(_dig(node, "status", "allocatable"))
     metrics = metrics_map(usage, allocatable, now or datetime.datetime.now(datetime.UTC))
+    metrics["custom"] = dict(custom.values)
     version = _dig(node, "metadata", "resourceVersion")
-    identity = (node_name(node), version if version else id(node), usage, pods.version)
+    identity = (node_name(node), version if version else id(node), usage, pods.version, custom)
     return NodeContext(
         name=node_name(node), node=node, allocatable=allocatable, metrics=metrics, key=identity, pods=pods
     )
 
 
+def with_custom(context: NodeContext, custom: NodeCustom) -> NodeContext:
+    """`context` with other custom values and nothing else changed: a Prometheus poll rebuilds only this much
+    (no quantities parsed again), so the first request after one is cheaper than after a metrics poll."""
+    metrics = {**context.metrics, "custom": dict(custom.values)}
+    key = (*context.key[:4], custom)
+    return NodeContext(context.name, context.node, context.allocatable, metrics, key, context.pods)
+
+
 def with_pods(context: NodeContext, pods: NodePods) -> NodeContext:
     """`context` with other pods (preemption's victims removed): a new context, never cached."""
-    key = (*context.key[:3], pods.version)
+    key = (*context.key[:3], pods.version, *context.key[4:])
     return NodeContext(context.name, context.node, context.allocatable, context.metrics, key, pods)
 
 
@@ -344,13 +367,33 @@ def namespace_name(pod: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) and name else "default"
 
 
+Ages = Callable[[NodeContext], Mapping[str, float | None]]
+"""Seconds since each custom value of a node's context was last confirmed (None: taken as current)."""
+
+
 def context_report(
-    pod: Mapping[str, Any], namespace: Mapping[str, Any] | None, contexts: Sequence[NodeContext]
+    pod: Mapping[str, Any],
+    namespace: Mapping[str, Any] | None,
+    contexts: Sequence[NodeContext],
+    ages: Ages | None = None,
 ) -> dict[str, Any]:
     """What an explanation adds about the cluster context: the pod's `namespaceObject`, and each node's
-    pods (names), `allocated` and `recent` (`nodeContext`)."""
+    pods (names), `allocated`, `recent` and custom metric values with their ages (`nodeContext`)."""
     nodes = {}
     for context in contexts:
         names = [f"{p['metadata'].get('namespace', '')}/{p['metadata'].get('name', '')}" for p in context.pods.pods]
         nodes[context.name] = {"pods": names, "allocated": context.pods.allocated, "recent": context.pods.recent}
+        values = context.metrics.get("custom") or {}
+        known = ages(context) if ages is not None else {}
+        nodes[context.name]["custom"] = {k: {"value": v, "age": known.get(k)} for k, v in sorted(values.items())}
     return {"namespaceObject": namespace_view(pod, namespace), "nodeContext": nodes}
+
+
+def node_addresses(node: Mapping[str, Any]) -> tuple[str, ...]:
+    """The node's `status.addresses` (InternalIP, Hostname, ExternalIP, …), as strings, in order."""
+    status = node.get("status")
+    found = status.get("addresses") if isinstance(status, dict) else None
+    if not isinstance(found, list):
+        return ()
+    # dict, not Mapping: decoded JSON and YAML, and an ABC check per address is most of this function's time
+    return tuple(a["address"] for a in found if type(a) is dict and type(a.get("address")) is str)

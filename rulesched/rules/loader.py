@@ -21,6 +21,8 @@ from pydantic import ValidationError
 from rulesched.rules.book import CompiledRuleSet, RuleBook, compile_rule_set
 from rulesched.rules.cel import Engine
 from rulesched.rules.errors import LoadError, RulesLoadFailed
+from rulesched.rules.metricsource import KIND as METRIC_SOURCE
+from rulesched.rules.metricsource import MetricSource, duplicate_names, undefined_metrics
 from rulesched.rules.model import Filter, MatchCondition, Metadata, RuleSet, RuleSetSpec, Score, Variable
 from rulesched.rules.plan import Plan
 
@@ -225,12 +227,49 @@ def _validation_error(document: Document, rule_set: str | None, item: Any) -> Lo
     )
 
 
-def compile_documents(documents: Sequence[Document], engine: Engine) -> tuple[list[CompiledRuleSet], list[LoadError]]:
-    """Validate and compile every document; rule set names must be unique across all files."""
+def _is_metric_source(document: Document) -> bool:
+    return isinstance(document.data, dict) and document.data.get("kind") == METRIC_SOURCE
+
+
+def _query_names(data: Any) -> set[str]:
+    """The query names a MetricSource document declares, read even from one that does not validate (so that
+    the rules reading them are not reported as well)."""
+    spec = data.get("spec") if isinstance(data, dict) else None
+    queries = spec.get("queries") if isinstance(spec, dict) else None
+    items = queries if isinstance(queries, list) else []
+    return {q["name"] for q in items if isinstance(q, dict) and isinstance(q.get("name"), str)}
+
+
+def metric_sources(documents: Sequence[Document]) -> tuple[list[MetricSource], frozenset[str], list[LoadError]]:
+    """The MetricSource documents validated, every query name they declare, and their errors."""
+    sources: list[tuple[str, MetricSource, Any]] = []
+    names: set[str] = set()
+    errors: list[LoadError] = []
+    for document in filter(_is_metric_source, documents):
+        names |= _query_names(document.data)
+        name = (
+            document.data.get("metadata", {}).get("name") if isinstance(document.data.get("metadata"), dict) else None
+        )
+        try:
+            sources.append((document.file, MetricSource.model_validate(document.data), document.line_of))
+        except ValidationError as error:
+            rule_set = name if isinstance(name, str) else None
+            errors.extend(_validation_error(document, rule_set, item) for item in error.errors())
+    errors.extend(duplicate_names(sources))
+    return [source for _, source, _ in sources], frozenset(names), errors
+
+
+def compile_documents(
+    documents: Sequence[Document], engine: Engine, custom: frozenset[str] = frozenset()
+) -> tuple[list[CompiledRuleSet], list[LoadError]]:
+    """Validate and compile every rule set document (MetricSources are read by `metric_sources`); rule set
+    names must be unique across all files, and the custom metrics the rules read must be in `custom`."""
     compiled: list[CompiledRuleSet] = []
     errors: list[LoadError] = []
     seen: dict[str, str] = {}
     for document in documents:
+        if _is_metric_source(document):
+            continue
         rule_set, problems = _validate(document)
         errors.extend(problems)
         if rule_set is None:
@@ -254,6 +293,7 @@ def compile_documents(documents: Sequence[Document], engine: Engine) -> tuple[li
         seen[name] = document.file
         result, problems = compile_rule_set(rule_set, document.file, engine, document.line_of)
         errors.extend(problems)
+        errors.extend(undefined_metrics(rule_set, document.file, document.line_of, custom))
         if result is not None:
             compiled.append(result)
     return compiled, errors
@@ -280,8 +320,9 @@ def load_rule_book(paths: Sequence[Path], engine: Engine, *, generation: int = 1
     """The compiled rules under `paths`; raises `RulesLoadFailed` with every error found."""
     files, documents, errors, digest = _read_consistently(paths)
     missing = [LoadError(file=str(p), message="no such file or directory") for p in paths if not p.exists()]
-    compiled, problems = compile_documents(documents, engine)
-    errors = missing + errors + sorted(problems, key=lambda e: (e.file, e.line or 0))
+    sources, custom, invalid = metric_sources(documents)
+    compiled, problems = compile_documents(documents, engine, custom)
+    errors = missing + errors + sorted(invalid + problems, key=lambda e: (e.file, e.line or 0))
     if errors:
         raise RulesLoadFailed(errors)
     rule_sets = tuple(sorted(compiled, key=lambda r: r.name))
@@ -292,4 +333,5 @@ def load_rule_book(paths: Sequence[Path], engine: Engine, *, generation: int = 1
         hash=digest,
         generation=generation,
         files=tuple(name for name, _ in files),
+        metric_sources=tuple(sorted(sources, key=lambda s: s.metadata.name)),
     )

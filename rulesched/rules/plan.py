@@ -285,7 +285,7 @@ class Plan:
         """The memo of the node's previous context, when only its pods changed and the plan reads none of
         `pods`, `allocated`, `recent`: its results hold for the new context, which takes it over."""
         previous = self._latest.get(node.name)
-        if self.node_pods or previous is None or previous.key[:3] != node.key[:3]:
+        if self.node_pods or previous is None or not _same_but_pods(previous, node):
             return None
         memo = self.memo_of.get(previous)
         if memo is not None:
@@ -319,6 +319,11 @@ class Plan:
         """A memo key: one string per distinct value (interned), so that a memo's last verdict is found
         by identity, and a dictionary lookup hashes it once (strings keep their hash)."""
         return self.interned(repr((self.token, *parts)))
+
+
+def _same_but_pods(previous: NodeContext, node: NodeContext) -> bool:
+    """The two contexts differ at most by the node's pods (`NodeContext.key` without its pods version)."""
+    return previous.key[:3] == node.key[:3] and previous.key[4:] == node.key[4:]
 
 
 NO_MEMO = NodeMemo(0, {})

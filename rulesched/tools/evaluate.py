@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from rulesched.cluster.sources import FileMetricsSource
 from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, make_engine
 from rulesched.rules.cel.cost import CostEstimateError, estimate, over_limit_message
-from rulesched.rules.context import node_context, pod_requests
+from rulesched.rules.context import NO_CUSTOM, node_addresses, node_context, pod_requests
 from rulesched.tools.inputs import read_metrics, read_nodes, read_pod
 
 ErrorKind = Literal["compile", "runtime", "cost"]
@@ -42,7 +43,10 @@ def context_values(inputs: EvalInputs, now: datetime.datetime | None = None) -> 
         return values | {"node": {}, "metrics": {}, "allocatable": {}}
     node = read_nodes(inputs.node)[0]
     source = read_metrics(inputs.metrics)
-    context = node_context(node, source.usage(node["metadata"]["name"]) if source else None, now)
+    name = node["metadata"]["name"]
+    custom = source.custom if isinstance(source, FileMetricsSource) else None
+    values_of = custom.custom(name, node_addresses(node)) if custom is not None else NO_CUSTOM
+    context = node_context(node, source.usage(name) if source else None, now, custom=values_of)
     return values | {"node": context.node, "metrics": context.metrics, "allocatable": context.allocatable}
 
 

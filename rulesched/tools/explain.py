@@ -14,11 +14,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rulesched.cluster.contexts import NodeContexts
 from rulesched.rules.cel import EngineName, make_engine
 from rulesched.rules.context import context_report
 from rulesched.rules.loader import load_rule_book
-from rulesched.tools.inputs import decide, namespace_of, read_metrics, read_namespaces, read_pods
+from rulesched.tools.inputs import decide, file_contexts, namespace_of, read_metrics, read_namespaces, read_pods
 
 SERVER_TIMEOUT = 30.0
 """Seconds to wait for the server's answer."""
@@ -41,9 +40,10 @@ def explain_local(
     """The report of the server's evaluation, run here on the given files (raises on bad input)."""
     book = load_rule_book(list(rules), make_engine(engine))
     source, on_nodes, known = read_metrics(metrics), read_pods(pods), read_namespaces(namespaces)
-    contexts = NodeContexts(None, source, on_nodes).for_objects(nodes)
+    built = file_contexts(source, on_nodes)
+    contexts = built.for_objects(nodes)
     decision = decide(book, pod, nodes, source, pods=on_nodes, namespaces=known)
-    return decision.explain(pod) | context_report(pod, namespace_of(pod, known), contexts)
+    return decision.explain(pod) | context_report(pod, namespace_of(pod, known), contexts, built.custom_ages)
 
 
 def extender_args(
@@ -55,9 +55,12 @@ def extender_args(
     return {"Pod": pod, "Nodes": None, "NodeNames": list(names or [])}
 
 
-def explain_remote(url: str, body: Mapping[str, Any], timeout: float = SERVER_TIMEOUT) -> dict[str, Any]:
-    """POST `body` to the server's /explain and return its report."""
-    target = url.rstrip("/") + "/explain"
+def explain_remote(
+    url: str, body: Mapping[str, Any], timeout: float = SERVER_TIMEOUT, *, book: str = "live"
+) -> dict[str, Any]:
+    """POST `body` to the server's /explain and return its report: the live rules' decision, or with
+    `book="shadow"` the shadow rules' (`rulesched serve --shadow-rules`)."""
+    target = url.rstrip("/") + "/explain" + ("?book=shadow" if book == "shadow" else "")
     request = urllib.request.Request(
         target, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
     )
@@ -73,9 +76,11 @@ def explain_remote(url: str, body: Mapping[str, Any], timeout: float = SERVER_TI
 
 
 def _http_error(target: str, error: urllib.error.HTTPError) -> str:
+    detail = error.read().decode("utf-8", "replace").strip()
+    if error.code == 404 and "shadow" in detail:
+        return f"{target} answered 404: the server has no shadow rules; start it with --shadow-rules DIR"
     if error.code == 404:
         return f"{target} answered 404: explain is disabled; start the server with --enable-explain"
-    detail = error.read().decode("utf-8", "replace").strip()
     return f"{target} answered HTTP {error.code}" + (f": {detail[:500]}" if detail else "")
 
 

@@ -75,6 +75,21 @@ def node_block(node: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _age(age: object) -> str:
+    return f"age {age:.0f}s" if isinstance(age, (int, float)) else "from a file"
+
+
+def custom_lines(custom: Mapping[str, Any]) -> list[str]:
+    """The node's custom metric values (`metrics.custom`) with their ages; none when it has none."""
+    if not custom:
+        return []
+    rows: list[Row] = [("CUSTOM METRIC", "VALUE", "AGE")]
+    rows += [
+        (f"metrics.custom.{name}", _number(v.get("value"), ".6g"), _age(v.get("age"))) for name, v in custom.items()
+    ]
+    return align(rows)
+
+
 def _header(report: Mapping[str, Any]) -> list[str]:
     pod = report.get("pod") or {}
     applied = ", ".join(report.get("appliedRuleSets") or []) or "none (every node passes, every score is 0)"
@@ -106,7 +121,8 @@ def _footer(report: Mapping[str, Any]) -> list[str]:
 def render_table(report: Mapping[str, Any]) -> str:
     """The whole report as text, ending with a newline."""
     lines = _header(report)
+    contexts = report.get("nodeContext") or {}
     for node in report.get("nodes") or []:
-        lines += ["", *node_block(node)]
+        lines += ["", *node_block(node), *custom_lines((contexts.get(node.get("name")) or {}).get("custom") or {})]
     lines += ["", *_footer(report)]
     return "\n".join(lines) + "\n"

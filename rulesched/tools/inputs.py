@@ -111,8 +111,15 @@ def decide(
 ) -> Decision:
     """The server's decision for `pod` over `nodes` (full mode: the nodes as the request carries them),
     with the pods on each node and the pod's namespace when their sources are given."""
-    contexts = NodeContexts(None, metrics, pods).for_objects(nodes)
+    contexts = file_contexts(metrics, pods).for_objects(nodes)
     return evaluate(book, pod, contexts, now=now, namespace=namespace_of(pod, namespaces))
+
+
+def file_contexts(metrics: MetricsSource | None, pods: PodSource | None) -> NodeContexts:
+    """Node contexts over file sources: the metrics file gives `metrics` and `metrics.custom` (its items'
+    `custom` values stand in for the MetricSources' Prometheus queries, which the tools never poll)."""
+    custom = metrics.custom if isinstance(metrics, FileMetricsSource) else None
+    return NodeContexts(None, metrics, pods, custom)
 
 
 def namespace_of(pod: Mapping[str, Any], namespaces: NamespaceSource | None) -> Mapping[str, Any] | None:

@@ -1,7 +1,7 @@
 """What an expression reads, from its syntax tree: the context names, the variables, the field paths.
 
 The expression is parsed with the CEL grammar (cel-python's, a LALR parser; extended here with the
-optional syntax `x.?f` and `m[?k]` that the cpp engine accepts, so one parser serves both engines).
+optional syntax `x.?f`, `m[?k]`, `[?x]` and `{?k: v}` that the cpp engine accepts, so one parser serves both engines).
 Every identifier that is a context name (`pod`, `node`, ...) is a read; from it, the selections applied
 to it (`.field`, `['key']`) give the field path it reads, and what surrounds it may narrow that path
 to a key (`'zone' in labels`) or to a field's presence (`has(node.spec.taints)`).
@@ -44,6 +44,11 @@ _SIMPLE_STRING = re.compile(r"'([^'\\\n]*)'|\"([^\"\\\n]*)\"")
 _OPTIONAL_SYNTAX = (
     ('member_dot     : member "." IDENT', 'member_dot     : member "." ["?"] IDENT'),
     ('member_index   : member "[" expr "]"', 'member_index   : member "[" ["?"] expr "]"'),
+    ('exprlist       : expr ("," expr)*', 'exprlist       : ["?"] expr ("," ["?"] expr)*'),
+    (
+        'mapinits       : expr ":" expr ("," expr ":" expr)*',
+        'mapinits       : ["?"] expr ":" expr ("," ["?"] expr ":" expr)*',
+    ),
 )
 
 

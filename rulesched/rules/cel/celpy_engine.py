@@ -138,10 +138,34 @@ def _library_function(overloads: Sequence[Overload]) -> Callable[..., Any]:
                     return convert(overload.impl(*(plain(a) for a in args)))
                 except (ValueError, ArithmeticError, TypeError) as error:
                     return celpy.evaluation.CELEvalError(str(error))
-        kinds = ", ".join(type(a).__name__ for a in args)
-        return celpy.evaluation.CELEvalError(f"no matching overload for '{overloads[0].function}' ({kinds})")
+        return celpy.evaluation.CELEvalError(_no_overload(overloads[0], args))
 
     return call
+
+
+_CPP_TYPE_NAMES: dict[type, str] = {
+    celtypes.BoolType: "bool",
+    celtypes.IntType: "int64",
+    celtypes.UintType: "uint64",
+    celtypes.DoubleType: "double",
+    celtypes.StringType: "string",
+    celtypes.BytesType: "bytes",
+    celtypes.ListType: "list",
+    celtypes.MapType: "map",
+    celtypes.TimestampType: "google.protobuf.Timestamp",
+    celtypes.DurationType: "google.protobuf.Duration",
+    type(None): "null_type",
+}
+
+
+def _no_overload(overload: Overload, args: Sequence[Any]) -> str:
+    """cel-cpp's words for a library call no overload fits: `No matching overloads found : (int64).family()`."""
+    kinds = [_CPP_TYPE_NAMES.get(type(a), type(a).__name__) for a in args]
+    if overload.member and kinds:
+        call = f"({kinds[0]}).{overload.function}({', '.join(kinds[1:])})"
+    else:
+        call = f"{overload.function}({', '.join(kinds)})"
+    return f"No matching overloads found : {call}"
 
 
 def _functions() -> dict[str, Callable[..., Any]]:

@@ -3,8 +3,9 @@
 `rewrite.for_celpy` turns the syntax celpy cannot parse into calls of these functions: `m[?k]` →
 `optional__index(m, k)`, `x.?f` → `optional__field(x, 'f')`, `optional.of(x)` → `optional__of(x)`.
 An `Optional` holds a value or none; `hasValue()`, `value()`, `orValue(v)` and `or(o)` read it, as in
-cel-go (`value()` of none is an error). Optional aggregate entries (`{?'k': v}`, `[?v]`) are not
-supported on celpy: the grammar has no place for them, so they fail to compile there.
+cel-go (`value()` of none is an error). Optional aggregate entries:
+`[a, ?b]` and `{k: v, ?k2: o}` become `optional__list([...])` and `optional__map([...])`, every entry
+then an optional, kept when it holds a value.
 """
 
 from __future__ import annotations
@@ -89,7 +90,41 @@ def _has_value(optional: Any) -> Any:
     return celtypes.BoolType(optional.value is not _MISSING)
 
 
+def _list(entries: Any) -> Any:
+    if isinstance(entries, celpy.evaluation.CELEvalError):
+        return entries
+    kept = []
+    for entry in entries:
+        if isinstance(entry, celpy.evaluation.CELEvalError):
+            return entry
+        if not isinstance(entry, Optional):
+            return _error("an optional list element must be an optional value")
+        if entry.value is not _MISSING:
+            kept.append(entry.value)
+    return celtypes.ListType(kept)
+
+
+def _map(entries: Any) -> Any:
+    if isinstance(entries, celpy.evaluation.CELEvalError):
+        return entries
+    found = celtypes.MapType()
+    for key, entry in zip(entries[0::2], entries[1::2], strict=True):
+        for part in (key, entry):
+            if isinstance(part, celpy.evaluation.CELEvalError):
+                return part
+        if not isinstance(entry, Optional):
+            return _error("an optional map entry must be an optional value")
+        if entry.value is _MISSING:
+            continue
+        if key in found:
+            return _error("duplicate key in map")
+        found[key] = entry.value
+    return found
+
+
 OPTIONAL_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "optional__list": _list,
+    "optional__map": _map,
     "optional__of": Optional,
     "optional__none": lambda: _NONE,
     "optional__ofNonZeroValue": lambda value: _NONE if _zero(value) else Optional(value),

@@ -2,14 +2,14 @@
 
 Each rewrite is exact (the same value and the same errors) and is made from the parse tree of
 `analysis` (positions of its nodes), never from patterns over the text:
-- for both engines, `l.min()` and `l.max()` (libs/lists.py), Kubernetes' format library
+- for both engines, `l.min()`, `l.max()` and `l.sum()` (libs/lists.py), Kubernetes' format library
   (libs/formats.py), and two-variable comprehensions (`m.all(k, v, p)`, `exists`, `existsOne`,
   `transformList`, `transformMap`, `transformMapEntry`), which neither engine has, become
   one-variable ones over `rulesched_keys(…)` (libs/comprehensions.py);
 - for celpy, namespaced library functions (`sets.contains(…)` → `sets__contains(…)`), a member
   function that has a global twin (`cidr(c).ip()` → `.ip__member()`), `cel.bind(x, i, e)` →
-  `[i].map(x, e)[0]`, and the optional syntax (`m[?k]`, `x.?f`) → `optional__index(m, k)`,
-  `optional__field(x, 'f')`.
+  `[i].map(x, e)[0]`, and the optional syntax (`m[?k]`, `x.?f`, `[?o]`, `{?k: o}`) →
+  `optional__index(m, k)`, `optional__field(x, 'f')`, `optional__list(…)`, `optional__map(…)`.
 An expression the grammar cannot parse is left as it is: its compilation reports the error.
 """
 
@@ -26,7 +26,7 @@ from rulesched.rules.cel.analysis import syntax_tree
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.libs.comprehensions import ENTRIES, KEYS, ZIP
 from rulesched.rules.cel.libs.formats import ERRORS, IS_FORMAT
-from rulesched.rules.cel.libs.lists import ARGMAX, ARGMIN
+from rulesched.rules.cel.libs.lists import ARGMAX, ARGMIN, SUM, SUM_IS_DURATION, SUM_NANOS
 
 NAMESPACED = frozenset(o.function for o in OVERLOADS if "." in o.function) | frozenset(
     {"optional.of", "optional.none", "optional.ofNonZeroValue"}
@@ -80,11 +80,13 @@ def _bare_ident(node: Any) -> str | None:
     return None
 
 
-def _walk(tree: lark.Tree[Any], depth: int = 0) -> Iterator[tuple[lark.Tree[Any], int]]:
-    yield tree, depth
-    for child in tree.children:
-        if isinstance(child, lark.Tree):
-            yield from _walk(child, depth + 1)
+def _walk(tree: lark.Tree[Any]) -> Iterator[tuple[lark.Tree[Any], int]]:
+    """Every node with its depth, without recursion (a long `a + b + …` is a deep tree)."""
+    pending = [(tree, 0)]
+    while pending:
+        node, depth = pending.pop()
+        yield node, depth
+        pending.extend((child, depth + 1) for child in reversed(node.children) if isinstance(child, lark.Tree))
 
 
 def rewritten(source: str) -> str:
@@ -99,6 +101,8 @@ def rewritten(source: str) -> str:
             edits += _two_variable(node, depth, next(counter))
         elif node.data == "member_dot_arg" and str(node.children[1]) in ("min", "max") and not _arguments(node):
             edits += _extreme(node, depth, next(counter))
+        elif node.data == "member_dot_arg" and str(node.children[1]) == "sum" and not _arguments(node):
+            edits += _sum(node, depth, next(counter))
         elif node.data == "member_dot_arg" and str(node.children[1]) in ("validate", "named"):
             edits += _format_call(node, depth, next(counter))
     return _apply(source, edits) if edits else source
@@ -142,6 +146,21 @@ def _extreme(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
     return [
         _Edit(receiver.meta.start_pos, receiver.meta.start_pos, depth, f"cel.bind({name}, "),
         _Edit(receiver.meta.end_pos, call.meta.end_pos, depth, f", {name}[{function}({name})])"),
+    ]
+
+
+def _sum(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
+    """`l.sum()`: a number, or for durations one made from their nanoseconds."""
+    receiver, name = call.children[0], f"__rulesched_s{number}"
+    durations = f"dyn(duration(string({SUM_NANOS}({name})) + 'ns'))"
+    return [
+        _Edit(receiver.meta.start_pos, receiver.meta.start_pos, depth, f"cel.bind({name}, "),
+        _Edit(
+            receiver.meta.end_pos,
+            call.meta.end_pos,
+            depth,
+            f", {SUM_IS_DURATION}({name}) ? {durations} : dyn({SUM}({name})))",
+        ),
     ]
 
 
@@ -192,7 +211,41 @@ def for_celpy(source: str) -> str:
             edits += _celpy_call(source, node, depth)
         elif node.data in ("member_dot", "member_index"):
             edits += _optional_selection(source, node, depth)
+        elif node.data in ("list_lit", "map_lit"):
+            edits += _optional_entries(source, node, depth)
     return _apply(source, edits) if edits else source
+
+
+def _optional_entries(source: str, literal: lark.Tree[Any], depth: int) -> list[_Edit]:
+    """`[a, ?b]` → `optional__list([optional__of(a), b])`, `{k: v, ?k2: o}` →
+    `optional__map([k, optional__of(v), k2, o])`: the entries marked `?` are kept when they hold a value."""
+    parts = [c for c in literal.children if isinstance(c, lark.Tree)]
+    items = [c for c in parts[0].children if isinstance(c, lark.Tree)] if parts else []
+    values = items if literal.data == "list_lit" else items[1::2]
+    marks = [_marked(source, literal, items, items.index(v) - (0 if literal.data == "list_lit" else 1)) for v in values]
+    if not any(mark is not None for mark in marks):
+        return []
+    start, end = literal.meta.start_pos, literal.meta.end_pos
+    function = "optional__list" if literal.data == "list_lit" else "optional__map"
+    edits = [_Edit(start, start + 1, depth, f"{function}(["), _Edit(end - 1, end, depth, "])")]
+    if literal.data == "map_lit":
+        for key, value in zip(items[0::2], items[1::2], strict=True):
+            edits.append(_Edit(key.meta.end_pos, value.meta.start_pos, depth, ", "))
+    for value, mark in zip(values, marks, strict=True):
+        if mark is not None:
+            edits.append(_Edit(mark, mark + 1, depth, ""))
+        else:
+            edits.append(_Edit(value.meta.start_pos, value.meta.start_pos, depth, "optional__of("))
+            edits.append(_Edit(value.meta.end_pos, value.meta.end_pos, depth + 1000, ")"))
+    return edits
+
+
+def _marked(source: str, literal: lark.Tree[Any], items: list[lark.Tree[Any]], index: int) -> int | None:
+    """The position of the `?` before entry `index` (its element, or its key in a map), if it has one:
+    the grammar drops the `?` from the tree, so it is looked for between the entry and what precedes it."""
+    before = literal.meta.start_pos + 1 if index == 0 else items[index - 1].meta.end_pos
+    gap = source[before : items[index].meta.start_pos]
+    return before + gap.index("?") if "?" in gap else None
 
 
 def _celpy_call(source: str, call: lark.Tree[Any], depth: int) -> list[_Edit]:

@@ -2,7 +2,8 @@
 `max`, `indexOf`, `lastIndexOf` on lists of comparable values; equality is CEL's (`library.cel_equal`).
 
 `l.min()` and `l.max()` are compiled as `l[rulesched_argmin(l)]` (`rules.cel.rewrite`): the element
-itself is then the result, whatever its type (cel-cpp cannot take a timestamp back from Python).
+itself is then the result, whatever its type (cel-cpp cannot take a timestamp back from Python). For
+the same reason `l.sum()` of durations is compiled as `duration(string(rulesched_sum_nanos(l)) + 'ns')`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ _INT64 = range(-(2**63), 2**63)
 
 
 ARGMIN, ARGMAX = "rulesched_argmin", "rulesched_argmax"
+SUM, SUM_IS_DURATION, SUM_NANOS = "rulesched_sum", "rulesched_sum_is_duration", "rulesched_sum_nanos"
 
 
 def _ordered(items: list[Any], operation: str, pick: Callable[[Any, Any], bool]) -> int:
@@ -51,12 +53,10 @@ def is_sorted(items: list[Any]) -> bool:
 
 
 def sum_(items: list[Any]) -> Any:
+    """The sum of numbers (a list of durations is summed by `sum_nanos`)."""
     if not items:
         return 0
     first = items[0]
-    if isinstance(first, datetime.timedelta):
-        # cel-cpp cannot take a duration back from Python: refused alike on both engines.
-        raise LibraryError("sum() of durations is not supported: sum their seconds, e.g. l.map(d, d.getSeconds())")
     if isinstance(first, float):
         total: Any = 0.0
     else:
@@ -70,6 +70,18 @@ def sum_(items: list[Any]) -> Any:
     return total
 
 
+def of_durations(items: list[Any]) -> bool:
+    return bool(items) and isinstance(items[0], datetime.timedelta)
+
+
+def sum_nanos(items: list[Any]) -> int:
+    """The sum of durations, in nanoseconds (to microseconds: the precision both engines hand over)."""
+    if not all(isinstance(item, datetime.timedelta) for item in items):
+        raise LibraryError("no such overload: sum of mixed types")
+    total = sum(items, datetime.timedelta(0))
+    return (total.days * 86_400 + total.seconds) * 10**9 + total.microseconds * 1000
+
+
 def index_of(items: list[Any], value: Any) -> int:
     return next((i for i, item in enumerate(items) if cel_equal(item, value)), -1)
 
@@ -80,7 +92,9 @@ def last_index_of(items: list[Any], value: Any) -> int:
 
 OVERLOADS: tuple[Overload, ...] = (
     member("isSorted", ("list",), "bool", is_sorted),
-    member("sum", ("list",), "any", sum_),
+    global_(SUM, ("list",), "any", sum_),
+    global_(SUM_IS_DURATION, ("list",), "bool", of_durations),
+    global_(SUM_NANOS, ("list",), "int", sum_nanos),
     global_(ARGMIN, ("list",), "int", argmin),
     global_(ARGMAX, ("list",), "int", argmax),
     member("indexOf", ("list", "any"), "int", index_of),

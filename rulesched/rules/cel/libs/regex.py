@@ -40,7 +40,7 @@ def _compile(pattern: str) -> Any:
     except re2.error as error:
         reason = error.args[0] if error.args else ""
         text = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
-        raise LibraryError(f"error parsing regexp: {text}: `{pattern}`") from None
+        raise LibraryError(f"Illegal regex: error parsing regexp: {text}: `{pattern}`") from None
 
 
 def find(text: str, pattern: str) -> str:

@@ -1,8 +1,9 @@
 """Kubernetes' URL library (k8s.io/apiserver/pkg/cel/library/urls.go): Go's `url.ParseRequestURI`.
 
 A URL is carried as the string it was parsed from (checked by `url()`); the accessors parse it again
-(cached). As in Go, a URL is an absolute URI (`https://host/path`, `mailto:x`) or an absolute path
-(`/path`); a relative reference is refused; the text after `#` is not split off.
+(cached). As in Kubernetes, a URL is what Go's `url.ParseRequestURI` accepts: an absolute URI
+(`https://host/path`, `mailto:x`) or an absolute path (`/path`), a relative reference refused; its
+components are then those `url.Parse` finds, the `#fragment` split off.
 """
 
 from __future__ import annotations
@@ -98,16 +99,22 @@ CACHED, CACHED_CHARS = 1024, 2048
 
 
 def parse(text: str) -> Url:
-    """Go's `url.ParseRequestURI`, or `LibraryError` in its words."""
-    return _cached(text) if len(text) <= CACHED_CHARS else _parse(text)
+    """The components of URL `text`, as Kubernetes reads them: checked by Go's `url.ParseRequestURI`,
+    then parsed by `url.Parse` (which splits the `#fragment` off); `LibraryError` in Go's words."""
+    return _cached(text) if len(text) <= CACHED_CHARS else _components(text)
 
 
 @lru_cache(maxsize=CACHED)
 def _cached(text: str) -> Url:
-    return _parse(text)
+    return _components(text)
 
 
-def _parse(text: str) -> Url:
+def _components(text: str) -> Url:
+    _parse(text, via_request=True)
+    return _parse(text.partition("#")[0], via_request=False)
+
+
+def _parse(text: str, via_request: bool) -> Url:
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
         raise _fail(text, "net/url: invalid control character in URL")
     if not text:
@@ -120,9 +127,10 @@ def _parse(text: str) -> Url:
     if not rest.startswith("/"):
         if scheme:
             return Url(scheme, "", "", "", raw_query)  # opaque: `mailto:someone`
-        raise _fail(text, "invalid URI for request")
+        if via_request or not rest:
+            raise _fail(text, "invalid URI for request")
     host = ""
-    if scheme and rest.startswith("//"):
+    if (scheme or (not via_request and not rest.startswith("///"))) and rest.startswith("//"):
         authority, slash, path = rest[2:].partition("/")
         host, rest = _host(text, authority), slash + path
     try:

@@ -1,0 +1,82 @@
+"""A filter or prioritize call as it was decided, handed on once its answer is sent.
+
+The shadow evaluation (`shadow.py`) and the recording (`recording.py`) both work from an `Answered`: the
+pod, the node contexts the decision saw (frozen snapshots, so another thread may read them), the
+namespace, the time the rules saw as `now` and the live Decision. Building one costs nothing but
+references; everything else happens off the event loop, in a worker thread of each, and only while no
+filter or prioritize call is being answered (`Idle`), so that neither delays an answer.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rulesched.rules.book import RuleBook
+from rulesched.rules.context import NodeContext
+from rulesched.rules.decision import Decision
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """One answered filter or prioritize call: what the rules saw, and what they decided."""
+
+    verb: str
+    """`filter` or `prioritize`."""
+    full: bool
+    """Full mode (the request carried the nodes) rather than names mode."""
+    pod: Mapping[str, Any]
+    contexts: Sequence[NodeContext]
+    unknown: Mapping[str, str]
+    """Candidate names that could not be evaluated, with the reason answered for them."""
+    namespace: Mapping[str, Any] | None
+    now: datetime.datetime
+    book: RuleBook
+    decision: Decision
+
+
+QUIET_SECONDS = 0.002
+"""How long no call must have been answered before a worker starts a piece of work: kube-scheduler sends
+prioritize right after filter's answer, and work started in between would hold the interpreter lock when
+it arrives (a waiting thread gets it only after the switch interval, 5 ms)."""
+
+
+class Idle:
+    """Whether the extender is answering a filter or prioritize call right now, and since when it is not.
+
+    Changed on the event loop only (`busy`, `done`); worker threads wait on it before each piece of work,
+    so that their CPU time (Python threads share one interpreter lock) falls between calls."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.event = threading.Event()
+        self.event.set()
+        self.last = 0.0
+        """When the last call was answered (`time.monotonic()`)."""
+
+    def busy(self) -> None:
+        self.active += 1
+        self.event.clear()
+
+    def done(self) -> None:
+        self.active -= 1
+        self.last = time.monotonic()
+        if self.active <= 0:
+            self.active = 0
+            self.event.set()
+
+    def wait(self, stopping: threading.Event) -> bool:
+        """Wait until no call is being answered and none was for `QUIET_SECONDS`; False when `stopping` was
+        set meanwhile."""
+        while not stopping.is_set():
+            if not self.event.wait(0.1):
+                continue
+            quiet = self.last + QUIET_SECONDS - time.monotonic()
+            if quiet <= 0:
+                return True
+            time.sleep(quiet)
+        return False

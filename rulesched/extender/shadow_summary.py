@@ -1,0 +1,172 @@
+"""What the shadow rules would have changed: one call compared, and the summary GET /shadow shows.
+
+A filter call differs when the set of nodes that pass differs (reasons alone do not count: kube-scheduler
+acts on the set); a prioritize call differs when any node's final score differs. A pod *would be
+unschedulable* when the live rules let some node pass and the shadow rules none; its *top node changes*
+when the node ranked first (ties by name) is another. Everything the summary keeps is bounded: counts,
+rejections per rule (as many as there are rules), at most `EXAMPLES` examples and `PODS_COUNTED` pods.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rulesched.rules.book import RuleBook
+from rulesched.rules.context import pod_identity
+from rulesched.rules.decision import Decision
+
+EXAMPLES = 10
+"""Differing calls kept as examples (the first ones since the shadow book was loaded)."""
+PODS_SHOWN = 100
+"""Pods shown in the list of those that would be unschedulable."""
+PODS_COUNTED = 10_000
+"""Distinct pods that would be unschedulable, counted (and remembered) at most."""
+NODES_SHOWN = 10
+"""Differing nodes named in one example or log line (all are counted)."""
+
+
+def top_node(decision: Decision) -> str | None:
+    """The node ranked first (best score, ties by name), or None when none passed or none was scored."""
+    top = decision.top(1)
+    return top[0].name if top else None
+
+
+def rejections(decision: Decision) -> Counter[str]:
+    """Nodes rejected per Enforce filter, as `rule-set/rule`."""
+    return Counter({f"{rs}/{rule}": n for (rs, rule, enforce), n in decision.failures().items() if enforce})
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """One call decided by the live and by the shadow rules."""
+
+    verb: str
+    pod: dict[str, str]
+    nodes: list[str]
+    """The nodes whose outcome differs (filter: pass or fail; prioritize: final score), sorted."""
+    live_passed: int
+    shadow_passed: int
+    live_top: str | None
+    shadow_top: str | None
+    live_rejections: Counter[str] = field(default_factory=Counter)
+    shadow_rejections: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.nodes)
+
+    @property
+    def unschedulable(self) -> bool:
+        """The live rules let a node pass, the shadow rules none."""
+        return self.verb == "filter" and self.live_passed > 0 and self.shadow_passed == 0
+
+    @property
+    def top_changed(self) -> bool:
+        return self.verb == "prioritize" and self.live_top != self.shadow_top
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "verb": self.verb,
+            "pod": self.pod,
+            "nodesDiffering": len(self.nodes),
+            "nodes": self.nodes[:NODES_SHOWN],
+            "live": {"passed": self.live_passed, "top": self.live_top},
+            "shadow": {"passed": self.shadow_passed, "top": self.shadow_top},
+        }
+
+
+def compare(verb: str, pod: Mapping[str, Any], live: Decision, shadow: Decision) -> Comparison:
+    """Compare the live and the shadow decision of one call over the same candidates."""
+    if verb == "filter":
+        passed, other = set(live.passed), set(shadow.passed)
+        nodes = sorted(passed ^ other)
+        tops: tuple[str | None, str | None] = (None, None)
+    else:
+        theirs = shadow.nodes
+        nodes = sorted(n for n, v in live.nodes.items() if n in theirs and (v.score or 0) != (theirs[n].score or 0))
+        tops = (top_node(live), top_node(shadow))
+    return Comparison(
+        verb,
+        pod_identity(pod),
+        nodes,
+        len(live.passed),
+        len(shadow.passed),
+        *tops,
+        live_rejections=rejections(live) if verb == "filter" else Counter(),
+        shadow_rejections=rejections(shadow) if verb == "filter" else Counter(),
+    )
+
+
+def _pod_name(pod: Mapping[str, str]) -> str:
+    return f"{pod['namespace']}/{pod['name']}"
+
+
+class Summary:
+    """The comparisons since the shadow book was loaded; `add` from the shadow thread, `as_dict` from any."""
+
+    def __init__(self, book: RuleBook | None) -> None:
+        self._lock = threading.Lock()
+        self.reset(book)
+
+    def reset(self, book: RuleBook | None) -> None:
+        """Start over for `book` (a new shadow book was loaded)."""
+        with self._lock:
+            self.book = book
+            self.since = datetime.datetime.now(datetime.UTC)
+            self.counts: dict[str, Counter[str]] = {"filter": Counter(), "prioritize": Counter()}
+            self.live_rejections: Counter[str] = Counter()
+            self.shadow_rejections: Counter[str] = Counter()
+            self.unschedulable_calls = 0
+            self.unschedulable: OrderedDict[str, dict[str, str]] = OrderedDict()
+            self.top_changes = 0
+            self.examples: list[dict[str, Any]] = []
+
+    def dropped(self, verb: str) -> None:
+        with self._lock:
+            self.counts[verb]["dropped"] += 1
+
+    def add(self, comparison: Comparison) -> None:
+        with self._lock:
+            self.counts[comparison.verb]["differs" if comparison.differs else "same"] += 1
+            self.live_rejections.update(comparison.live_rejections)
+            self.shadow_rejections.update(comparison.shadow_rejections)
+            if comparison.unschedulable:
+                self._unschedulable(comparison.pod)
+            self.top_changes += comparison.top_changed
+            if comparison.differs and len(self.examples) < EXAMPLES:
+                self.examples.append(comparison.as_dict())
+
+    def _unschedulable(self, pod: dict[str, str]) -> None:
+        self.unschedulable_calls += 1
+        key = _pod_name(pod)
+        if key not in self.unschedulable and len(self.unschedulable) < PODS_COUNTED:
+            self.unschedulable[key] = pod
+
+    def as_dict(self) -> dict[str, Any]:
+        """What GET /shadow shows."""
+        with self._lock:
+            book = self.book
+            return {
+                "book": None
+                if book is None
+                else {"generation": book.generation, "hash": book.hash, "loadedAt": book.loaded_at.isoformat()},
+                "since": self.since.isoformat(),
+                "comparisons": {
+                    verb: {outcome: counts[outcome] for outcome in ("same", "differs", "dropped")}
+                    for verb, counts in self.counts.items()
+                },
+                "unschedulable": {
+                    "calls": self.unschedulable_calls,
+                    "pods": len(self.unschedulable),
+                    "examples": list(itertools.islice(self.unschedulable.values(), PODS_SHOWN)),
+                },
+                "topNodeChanges": self.top_changes,
+                "rejections": {"live": dict(self.live_rejections), "shadow": dict(self.shadow_rejections)},
+                "examples": list(self.examples),
+            }

@@ -1,0 +1,194 @@
+"""Reading a recording (`rulesched serve --record DIR`): its calls, each with the node contexts it saw.
+
+A recording is a directory of segments (or one segment file), each a JSON Lines file, gzip-compressed
+or not, that starts with a header naming the format and its version (docs/operations/recording.md).
+A segment of a version this rulesched does not read is refused with a message that says which version
+it is and what to do. The segment being written when the recording was copied may end in the middle of
+a line: what comes before is read, and the report says the segment was cut short.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gzip
+import json
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from rulesched.extender.recording import FORMAT, SEGMENT, VERSION
+from rulesched.rules.context import NodeContext, NodePods, allocatable_numbers
+
+READS = frozenset({1})
+"""The recording format versions this rulesched reads."""
+
+
+class RecordingError(Exception):
+    """A recording that cannot be replayed; the message names the file, the line and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One recorded filter or prioritize call."""
+
+    verb: str
+    mode: str
+    pod: Mapping[str, Any]
+    contexts: list[NodeContext]
+    unknown: Mapping[str, str]
+    namespace: Mapping[str, Any] | None
+    now: datetime.datetime
+    rules: Mapping[str, Any]
+    decision: Mapping[str, Any]
+    where: str
+    """`segment:line`, for messages."""
+
+
+@dataclass
+class Recording:
+    """What was read: the segments and how many were cut short."""
+
+    path: Path
+    segments: list[Path] = field(default_factory=list)
+    truncated: list[str] = field(default_factory=list)
+    calls: int = 0
+
+
+def segments_of(path: Path) -> list[Path]:
+    """The segment files of a recording directory, oldest first; a file is a recording of one segment."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise RecordingError(f"{path}: no such recording (a directory written by `rulesched serve --record`)")
+    found = sorted((int(m[1]), p) for p in path.iterdir() if (m := SEGMENT.match(p.name)) and p.is_file())
+    if not found:
+        raise RecordingError(f"{path}: no recording segments in it (segment-NNNNNN.jsonl.gz)")
+    return [p for _, p in found]
+
+
+def read_calls(recording: Recording) -> Iterator[Call]:
+    """Every call of the recording, in order."""
+    recording.segments = segments_of(recording.path)
+    for segment in recording.segments:
+        reader = _SegmentReader(segment)
+        for call in reader.calls():
+            recording.calls += 1
+            yield call
+        if reader.truncated:
+            recording.truncated.append(segment.name)
+
+
+def _open(path: Path) -> IO[bytes]:
+    """The segment's lines: gzip-compressed (as written) or not (as a person may keep one)."""
+    with path.open("rb") as raw:
+        compressed = raw.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rb") if compressed else path.open("rb")  # type: ignore[return-value]
+
+
+def check_header(header: Any, where: str) -> None:
+    """Refuse a segment whose header is not a rulesched recording's of a version read here."""
+    if not isinstance(header, Mapping) or header.get("type") != "header" or header.get("format") != FORMAT:
+        raise RecordingError(f"{where}: not a rulesched recording (its first line is not a {FORMAT} header)")
+    version = header.get("version")
+    if version in READS:
+        return
+    made_by = f" (written by rulesched {header['rulesched']})" if header.get("rulesched") else ""
+    if isinstance(version, int) and version > VERSION:
+        raise RecordingError(
+            f"{where}: recording format version {version}{made_by} is newer than this rulesched reads "
+            f"(version {VERSION}): replay it with that rulesched version or a newer one"
+        )
+    raise RecordingError(
+        f"{where}: recording format version {version!r}{made_by} is not one this rulesched reads "
+        f"(versions {', '.join(map(str, sorted(READS)))}): record again with this version"
+    )
+
+
+class _SegmentReader:
+    """One segment: its records by id, and its calls with their contexts rebuilt."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.objects: dict[str, Any] = {}
+        self.contexts: dict[str, NodeContext] = {}
+        self.truncated = False
+
+    def lines(self) -> Iterator[tuple[int, Any]]:
+        with _open(self.path) as stream:
+            number = 0
+            try:
+                for number, line in enumerate(stream, 1):
+                    yield number, self._parse(line, number)
+            except (EOFError, zlib.error, gzip.BadGzipFile):
+                self.truncated = True
+            except _CutShortError:
+                self.truncated = True
+
+    def _parse(self, line: bytes, number: int) -> Any:
+        try:
+            return json.loads(line)
+        except ValueError:
+            if not line.endswith(b"\n"):
+                raise _CutShortError from None
+            raise RecordingError(f"{self.path}:{number}: not a JSON line") from None
+
+    def calls(self) -> Iterator[Call]:
+        first = True
+        for number, record in self.lines():
+            if first:
+                check_header(record, str(self.path))
+                first = False
+                continue
+            kind = record.get("type") if isinstance(record, Mapping) else None
+            if kind == "call":
+                yield self._call(record, f"{self.path}:{number}")
+            elif kind == "context":
+                self.contexts[record["id"]] = self._context(record)
+            elif kind in ("node", "pod", "namespace", "pods"):
+                self.objects[record["id"]] = record
+            else:  # records a later minor change may add are skipped; an unknown version was refused above
+                continue
+        if first:
+            raise RecordingError(f"{self.path}: empty: not a rulesched recording")
+
+    def _context(self, record: Mapping[str, Any]) -> NodeContext:
+        node = self.objects[record["node"]]["object"]
+        pods = self.objects.get(record.get("pods") or "")
+        node_pods = NodePods() if pods is None else _node_pods(pods, record["pods"])
+        allocatable = allocatable_numbers((node.get("status") or {}).get("allocatable"))
+        key = (record["name"], self.path.name, record["id"])
+        return NodeContext(record["name"], node, allocatable, record["metrics"], key, node_pods)
+
+    def _call(self, record: Mapping[str, Any], where: str) -> Call:
+        try:
+            namespace = record.get("namespace")
+            return Call(
+                verb=record["verb"],
+                mode=record["mode"],
+                pod=self.objects[record["pod"]]["object"],
+                contexts=[self.contexts[c] for c in record["candidates"]],
+                unknown=record.get("unknown") or {},
+                namespace=self.objects[namespace]["object"] if namespace else None,
+                now=datetime.datetime.fromisoformat(record["now"]),
+                rules=record.get("rules") or {},
+                decision=record["decision"],
+                where=where,
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise RecordingError(f"{where}: a call refers to what its segment lacks ({error})") from error
+
+
+class _CutShortError(Exception):
+    """The last line of a segment that was being written ends mid-line."""
+
+
+def _node_pods(record: Mapping[str, Any], ref: str) -> NodePods:
+    return NodePods(
+        list(record.get("pods") or []),
+        record.get("allocated") or {},
+        record.get("recent") or {},
+        ref,
+        frozenset(record.get("recentUids") or ()),
+    )
