@@ -320,9 +320,11 @@ class PrometheusPollers:
         """Poll exactly these sources' queries: new ones start, removed or changed ones stop."""
         wanted = {_key(s.metadata.name, s.spec.prometheus, q): (s, q) for s in sources for q in s.spec.queries}
         with self._lock:
-            gone = [self._pollers.pop(key) for key in list(self._pollers) if key not in wanted]
-        _stop_all(gone)  # before their values go: a stopped poller stores nothing more
-        with self._lock:
+            gone = {key: poller for key, poller in self._pollers.items() if key not in wanted}
+        _stop_all(list(gone.values()))  # before their values go: a stopped poller stores nothing more
+        with self._lock:  # one swap: the status never shows the queries half changed (or none)
+            for key in gone:
+                self._pollers.pop(key, None)
             for key, (source, query) in wanted.items():
                 if key not in self._pollers:
                     poller = QueryPoller(source.metadata.name, source.spec.prometheus, query, self.values)
