@@ -120,7 +120,12 @@ class NegativeCache:
 
 
 class NodeCache:
-    """A NodeSource backed by the Kubernetes API: list, then watch, in one daemon thread."""
+    """A NodeSource backed by the Kubernetes API: list, then watch, in one daemon thread.
+
+    The list and watch calls go through `_call` and each watch event through `_event`, so that the pod
+    and namespace caches (`podcache.py`) reuse this loop over their own kinds."""
+
+    what = "nodes"
 
     def __init__(
         self,
@@ -284,9 +289,13 @@ class NodeCache:
             if token is None:
                 return nodes, str(metadata.get("resourceVersion") or "")
 
+    def _call(self, **kwargs: Any) -> Any:
+        """List (or, with `watch=True`, watch) the objects this cache keeps."""
+        return self._core.list_node(**kwargs)
+
     def _list_page(self, token: str | None) -> Mapping[str, Any]:
         with api_errors():
-            response = self._core.list_node(
+            response = self._call(
                 limit=self._page_size,
                 _continue=token,
                 _preload_content=False,
@@ -294,14 +303,14 @@ class NodeCache:
             )
         page: object = self._track(response, read_json)
         if not isinstance(page, dict):
-            raise ValueError("the node list is not a JSON object")
+            raise ValueError(f"the {self.what} list is not a JSON object")
         return page
 
     def _watch(self) -> Outcome:
         started = time.monotonic()
         try:
             with api_errors():
-                response = self._core.list_node(
+                response = self._call(
                     watch=True,
                     resource_version=self._rv,
                     allow_watch_bookmarks=True,
@@ -345,20 +354,27 @@ class NodeCache:
         if kind == "ERROR":
             raise _watch_error(obj)
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-        name = node_name(obj)
         with self._lock:
-            if kind in ("ADDED", "MODIFIED") and name:
-                self._nodes[name] = without_managed_fields(obj)
-                self._deleted.discard(name)
-                self._changes.record(name)
-            elif kind == "DELETED" and name:
-                self._nodes.pop(name, None)
-                self._changes.record(name)
-                if len(self._deleted) >= _MAX_DELETED:
-                    self._deleted.clear()
-                self._deleted.add(name)
+            if kind in ("ADDED", "MODIFIED", "DELETED"):
+                self._event(str(kind), obj)
             if rv:
                 self._rv = rv  # BOOKMARKs carry only this: where to resume
+
+    def _event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """An ADDED, MODIFIED or DELETED object from the watch, under the lock."""
+        name = node_name(obj)
+        if not name:
+            return
+        if kind == "DELETED":
+            self._nodes.pop(name, None)
+            self._changes.record(name)
+            if len(self._deleted) >= _MAX_DELETED:
+                self._deleted.clear()
+            self._deleted.add(name)
+        else:
+            self._nodes[name] = without_managed_fields(obj)
+            self._deleted.discard(name)
+            self._changes.record(name)
 
     def _log_change(self, before: LoopStatus, after: LoopStatus) -> None:
         if after.state == "failing":

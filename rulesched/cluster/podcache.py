@@ -11,20 +11,13 @@ API is away (readers keep the last view).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from rulesched.cluster.errors import GoneError, api_errors
-from rulesched.cluster.kube import read_json
-from rulesched.cluster.loop import BackgroundLoop, LoopStatus, Outcome
+from rulesched.cluster.loop import BackgroundLoop, LoopStatus
 from rulesched.cluster.nodecache import (
-    _HEALTHY_WATCH_SECONDS,
     NodeCache,
-    WatchExpiredError,
-    WatchFailedError,
-    _watch_error,
 )
 from rulesched.cluster.pods import PodIndex, namespaces_by_name
 from rulesched.rules.context import namespace_view
@@ -44,14 +37,8 @@ class _ListWatchCache(NodeCache):
         super().__init__(api, **options)
         self.loop = BackgroundLoop(self._round, replace(self.loop._options, name=f"rulesched-{self.what}-cache"))
 
-    def _call(self, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
     def _store(self, items: Iterable[Mapping[str, Any]]) -> int:
         """Replace everything with `items` (a list); how many are kept."""
-        raise NotImplementedError
-
-    def _event(self, kind: str, obj: Mapping[str, Any]) -> None:
         raise NotImplementedError
 
     def get(self, name: str) -> Mapping[str, Any] | None:
@@ -79,52 +66,6 @@ class _ListWatchCache(NodeCache):
         state = "synced" if not self._synced.is_set() else "relisted"
         log.info("%s cache %s: %d %s at resourceVersion %s", self.what, state, kept, self.what, rv)
         self._synced.set()
-
-    def _list_page(self, token: str | None) -> Mapping[str, Any]:
-        with api_errors():
-            response = self._call(
-                limit=self._page_size,
-                _continue=token,
-                _preload_content=False,
-                _request_timeout=(self._connect_timeout, self._list_timeout),
-            )
-        page: object = self._track(response, read_json)
-        if not isinstance(page, dict):
-            raise ValueError(f"the {self.what} list is not a JSON object")
-        return page
-
-    def _watch(self) -> Outcome:
-        started = time.monotonic()
-        try:
-            with api_errors():
-                response = self._call(
-                    watch=True,
-                    resource_version=self._rv,
-                    allow_watch_bookmarks=True,
-                    timeout_seconds=self._watch_timeout,
-                    _preload_content=False,
-                    _request_timeout=(self._connect_timeout, self._watch_timeout + 30),
-                )
-        except GoneError as error:
-            raise WatchExpiredError(error.message) from error
-        self.loop.succeeded()
-        events = self._track(response, self._consume) or 0
-        quick = time.monotonic() - started < _HEALTHY_WATCH_SECONDS
-        return "short" if events == 0 and quick else "ok"
-
-    def _apply(self, event: Mapping[str, Any]) -> None:
-        kind = event.get("type")
-        obj = event.get("object")
-        if not isinstance(obj, dict):
-            raise WatchFailedError(f"watch event {kind!r} without an object")
-        if kind == "ERROR":
-            raise _watch_error(obj)
-        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-        with self._lock:
-            if kind in ("ADDED", "MODIFIED", "DELETED"):
-                self._event(str(kind), obj)
-            if rv:
-                self._rv = rv  # BOOKMARKs carry only this: where to resume
 
     def _log_change(self, before: LoopStatus, after: LoopStatus) -> None:
         what = self.what
