@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.run import Client, free_port, one_pod, wait_ready, write_inputs  # noqa: E402
+from bench.run import Client, free_port, one_pod, stop, wait_ready, write_inputs  # noqa: E402
 from bench.run import Server as BenchServer  # noqa: E402
 from bench.workload import make_workload  # noqa: E402
 
@@ -126,12 +126,7 @@ def rulesched(files: Path, rules: str, interval: float) -> Iterator[int]:
         wait_ready(process, port)
         yield port
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop(process)
 
 
 def refreshed_nodes(port: int) -> float:

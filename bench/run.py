@@ -243,12 +243,17 @@ def started(server: Server, files: Path) -> Iterator[tuple[subprocess.Popen[byte
         wait_ready(process, port)
         yield process, port
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """End a server started by the benchmark: terminate, and kill it if it has not gone in 10 s."""
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
 
 
 def wait_ready(process: subprocess.Popen[bytes], port: int, timeout: float = 60.0) -> None:

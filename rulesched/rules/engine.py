@@ -155,7 +155,7 @@ class Evaluation:
         plan, request = self.plan, self.request
         rules = [r for i in applying for r in plan.filters[i]]
         key = plan.key(tuple(applying), *(request.key_for(r.reads_now) for r in rules if r.per_pod))
-        # The key holds the plan's token: a memo of another plan finds nothing under it.
+        # The key holds the plan's token: a verdict kept before a `Plan.reset` finds nothing under it.
         # Per node: the memo's last verdict if it is for this key, else the one kept under it, else None.
         get = plan.memo_of.get
         found: list[Cached | None] = [

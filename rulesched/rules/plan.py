@@ -67,11 +67,10 @@ class Rule:
 
 @dataclass(slots=True, eq=False)
 class NodeMemo:
-    """What one NodeContext keeps for one plan: its engine values and every result found for it.
+    """What the plan keeps for one NodeContext: its engine values and every result found for it.
 
-    Compared by identity, like the contexts that hold them."""
+    Compared by identity, like the contexts it is kept for."""
 
-    token: int
     values: Mapping[str, Any]
     bindings: Any = None
     """Engine bindings of `values`, kept once a per-pod rule has run on this node (see `node_bindings`)."""
@@ -315,7 +314,7 @@ class Plan:
         completed by the engine before it is kept."""
         values = dict(previous.values)
         values["metrics"] = self.engine.convert(node.metrics)
-        memo = NodeMemo(self.token, values)
+        memo = NodeMemo(values)
         carried = list(previous.node_only or ())
         for slot in self.sample_slots:
             carried[slot] = None
@@ -345,7 +344,7 @@ class Plan:
         for name in self.node_pods:  # the others are left out: rules that do not read them pay nothing
             value = getattr(node.pods, name)
             values[name] = engine.convert(list(value) if isinstance(value, tuple) else value)
-        return NodeMemo(self.token, values)
+        return NodeMemo(values)
 
     def keep(self, node: NodeContext, memo: NodeMemo) -> None:
         """Keep `memo` (its node-only results computed) as the node's, in place of its previous context's."""
@@ -361,7 +360,7 @@ class Plan:
         return self.interned(repr((self.token, *parts)))
 
 
-NO_MEMO = NodeMemo(0, {})
+NO_MEMO = NodeMemo({})
 """The memo of a node no plan has seen: it keeps nothing."""
 
 
