@@ -824,4 +824,7 @@ def test_top_is_the_head_of_the_ranking(seed: int) -> None:
         nodes[name] = NodeDecision(name, passed=rng.random() < 0.8, score=score)
     decision = Decision(generation=1, applied=[], nodes=nodes)
     for count in (1, 3, 5):
-        assert [n.name for n in decision.top(count)] == [n.name for n in decision.ranking()[:count]]
+        assert decision.top(count) == [(n.name, n.score) for n in decision.ranking()[:count]]
+    decision.scores()  # a prioritize call's scores, counted once: the ranking reads them, with the same result
+    for count in (1, 3, 5):
+        assert decision.top(count) == [(n.name, n.score) for n in decision.ranking()[:count]]

@@ -40,7 +40,7 @@ class Observer:
             return
         identity = pod_identity(pod)
         rejections = {f"{rule_set}/{rule}": n for (rule_set, rule, enforce), n in failures.items() if enforce}
-        top = [{"node": n.name, "score": n.score} for n in decision.top(3)] if verb != "filter" else []
+        top = [{"node": name, "score": score} for name, score in decision.top(3)] if verb != "filter" else []
         if passed is None:
             passed = len(decision.passed)
         fields = {

@@ -17,7 +17,6 @@ import contextlib
 import datetime
 import functools
 import gc
-import operator
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -47,7 +46,8 @@ from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 
 _SEEN_NODES = 10_000
-_SCORE = operator.attrgetter("score")
+_ENCODED_HOSTS = 20_000
+"""Host names whose part of a prioritize answer is kept encoded (as many as the node contexts kept)."""
 T = TypeVar("T")
 Found = tuple[Sequence[NodeContext], Mapping[str, str], Decision]
 """A call's node contexts, the names it could not evaluate (with why), and its decision."""
@@ -55,6 +55,10 @@ Found = tuple[Sequence[NodeContext], Mapping[str, str], Decision]
 
 def json_response(content: Any, status_code: int = 200) -> Response:
     return Response(orjson.dumps(content), status_code=status_code, media_type="application/json")
+
+
+def _encoded(body: bytes) -> Response:
+    return Response(body, media_type="application/json")
 
 
 def error_response(status_code: int, message: str) -> Response:
@@ -89,6 +93,8 @@ class Extender:
         """Whether a filter or prioritize call is being answered: the shadow and recording threads wait for it."""
         self.shadow: Shadow | None = None
         self.recorder: Recorder | None = None
+        self.priorities = wire.HostPriorities(_ENCODED_HOSTS)
+        """Prioritize answers, each host's part encoded once."""
 
     def deadline(self) -> float:
         """The deadline of a request that starts now, as a `time.monotonic()` value."""
@@ -104,11 +110,12 @@ class Extender:
         now: datetime.datetime | None = None,
         **kinds: bool,
     ) -> Decision:
-        """`engine.evaluate`, cut short at `deadline`; `kinds`: run_filters, run_scores; `now` the time the
+        """`engine.evaluate`, cut short at `deadline`; `kinds`: run_filters, run_scores, distinct; `now` the time the
         rules see (the current time by default). A call the caches answer (a replica, say) is answered here;
         any other runs in the evaluation thread. Evaluations never overlap: the caches are not shared between
         threads."""
         filters, scores = kinds.get("run_filters", True), kinds.get("run_scores", True)
+        distinct = kinds.get("distinct", False)
         namespace = self.namespace(pod)
         work = functools.partial(
             evaluate,
@@ -120,6 +127,7 @@ class Extender:
             run_scores=scores,
             deadline=deadline,
             namespace=namespace,
+            distinct=distinct,
         )
         if not self.evaluating:
             try:
@@ -280,21 +288,17 @@ class Extender:
         if self.cluster.pods is not None:
             self.cluster.pods.forget(pod)
 
-    def reserve(self, pod: Mapping[str, Any], decision: Decision) -> None:
-        """Count the pod on the node this extender ranked first, when one node alone has the top score
-        (with ties, kube-scheduler's own scores decide: the pod is counted when /bind names its node),
-        until the pod watch shows where it went."""
-        if self.cluster.pods is None or not decision.nodes:
+    def reserve(self, pod: Mapping[str, Any], names: Sequence[str], scores: Sequence[int]) -> None:
+        """Count the pod on the node this extender ranked first (of `names`, scored `scores`), when one node
+        alone has the top score (with ties, kube-scheduler's own scores decide: the pod is counted when /bind
+        names its node), until the pod watch shows where it went."""
+        if self.cluster.pods is None or not scores:
             return
         # Every prioritize call pays for this over all its candidates: C-level passes only (a loop in
         # Python cost as much as the rest of a 1000-candidate call's own Python work).
-        nodes = list(decision.nodes.values())
-        scores = list(map(_SCORE, nodes))
-        if None in scores:  # a node without a score counts as 0
-            scores = [score or 0 for score in scores]
         best = max(scores)
         if scores.count(best) == 1:
-            self.cluster.pods.reserve(pod, nodes[scores.index(best)].name)
+            self.cluster.pods.reserve(pod, names[scores.index(best)])
         else:
             self.cluster.pods.ranked(pod)
 
@@ -370,7 +374,7 @@ async def filter_verb(extender: Extender, request: Request) -> Response:
         garbage: list[object] = [args]
         extender.forget(args.pod)
         contexts, unknown = await extender.candidates(args, garbage)
-        decision = await extender.evaluate(book, args.pod, contexts, deadline, now=now, run_scores=False)
+        decision = await extender.evaluate(book, args.pod, contexts, deadline, now=now, run_scores=False, distinct=True)
         then = extender.answered("filter", args, (now, book), (contexts, unknown, decision)) if now else None
         return resume_after(_filter_answer(extender, args, decision, unknown, started), garbage, then)
 
@@ -384,11 +388,10 @@ def _filter_answer(
 ) -> Response:
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
-    verdicts = decision.nodes
     passed = decision.passed  # in candidate order: the order of the request
-    if len(passed) < len(verdicts):
-        for node in [node for node in verdicts.values() if not node.passed]:
-            (failed if node.resolvable else unresolvable)[node.name] = node.reason or ""
+    if len(passed) < len(decision.verdicts):
+        for name, node in decision.rejected():
+            (failed if node.resolvable else unresolvable)[name] = node.reason or ""
     unresolvable.update(unknown)
     if args.nodes is not None:
         kept = set(passed)
@@ -412,17 +415,20 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
         garbage: list[object] = [args]
         extender.forget(args.pod)
         contexts, unknown = await extender.candidates(args, garbage)
-        decision = await extender.evaluate(book, args.pod, contexts, deadline, now=now, run_filters=False)
-        extender.reserve(args.pod, decision)
-        found = decision.nodes
-        if len(found) == len(args.names):  # every candidate evaluated, in the request's order
-            answer = [{"Host": name, "Score": node.score or 0} for name, node in found.items()]
+        decision = await extender.evaluate(
+            book, args.pod, contexts, deadline, now=now, run_filters=False, distinct=True
+        )
+        names, scores = decision.names, decision.scores()
+        extender.reserve(args.pod, names, scores)
+        if len(names) == len(args.names):  # every candidate evaluated, in the request's order
+            response = _encoded(extender.priorities.encode(names, scores))
         else:
-            scores = {name: (found[name].score or 0) if name in found else 0 for name in args.names}
-            answer = wire.host_priority_list(scores)
-        extender.observer.decision("prioritize", args.pod, decision, len(args.names), time.perf_counter() - started)
+            found = dict(zip(names, scores, strict=True))
+            response = json_response(wire.host_priority_list({name: found.get(name, 0) for name in args.names}))
+        seconds = time.perf_counter() - started
+        extender.observer.decision("prioritize", args.pod, decision, len(args.names), seconds, passed=len(names))
         then = extender.answered("prioritize", args, (now, book), (contexts, unknown, decision)) if now else None
-        return resume_after(json_response(answer), garbage, then)
+        return resume_after(response, garbage, then)
 
 
 async def preempt_verb(extender: Extender, request: Request) -> Response:

@@ -34,7 +34,7 @@ NODES_SHOWN = 10
 def top_node(decision: Decision) -> str | None:
     """The node ranked first (best score, ties by name), or None when none passed or none was scored."""
     top = decision.top(1)
-    return top[0].name if top else None
+    return top[0][0] if top else None
 
 
 def rejections(decision: Decision) -> Counter[str]:

@@ -10,7 +10,7 @@ passing nodes byte-for-byte equivalent.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,6 +236,42 @@ def filter_result(
 def host_priority_list(scores: Mapping[str, int]) -> list[JSON]:
     """HostPriorityList: a bare array of `{"Host", "Score"}` with integer scores."""
     return [{"Host": host, "Score": int(score)} for host, score in scores.items()]
+
+
+_SCORE_ENDS = [b"%d}" % score for score in range(101)]
+"""`<score>}` for the scores rules give (0 to 10; up to 100 kept for other ranges)."""
+
+
+class HostPriorities:
+    """Encodes HostPriorityList answers as `host_priority_list` would, for answers sent on every prioritize
+    call: each host's `,{"Host":"<name>","Score":` is encoded once and kept (at most `kept` hosts, all
+    forgotten when full), so that an answer over 1000 hosts is a few C-level passes and one join, not 1000
+    dictionaries to make and encode (half the time, measured)."""
+
+    def __init__(self, kept: int) -> None:
+        self._kept = kept
+        self._prefixes: dict[str, bytes] = {}
+
+    def encode(self, names: Sequence[str], scores: Sequence[int]) -> bytes:
+        """The JSON array of `{"Host": name, "Score": score}`, name by name (scores are integers)."""
+        if not names:
+            return b"[]"
+        if min(scores) < 0 or max(scores) >= len(_SCORE_ENDS):  # outside the table: the general encoding
+            return orjson.dumps(host_priority_list(dict(zip(names, scores, strict=True))))
+        prefixes: list[bytes | None] = list(map(self._prefixes.get, names))
+        if None in prefixes:
+            prefixes = [prefix or self._prefix(name) for prefix, name in zip(prefixes, names, strict=True)]
+        parts: list[bytes | None] = [None] * (2 * len(prefixes))
+        parts[0::2] = prefixes
+        parts[1::2] = map(_SCORE_ENDS.__getitem__, scores)
+        parts[0] = prefixes[0][1:]  # type: ignore[index]  # no None left: the first has no comma before it
+        return b"[" + b"".join(parts) + b"]"  # type: ignore[arg-type]  # every part filled
+
+    def _prefix(self, name: str) -> bytes:
+        if len(self._prefixes) >= self._kept:
+            self._prefixes.clear()
+        prefix = self._prefixes[name] = b',{"Host":' + orjson.dumps(name) + b',"Score":'
+        return prefix
 
 
 def preemption_result(victims: Mapping[str, Victims]) -> JSON:

@@ -7,9 +7,10 @@ Decision, so what explain shows is exactly what the scheduler got.
 from __future__ import annotations
 
 import heapq
+import itertools
 import operator
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,6 +19,15 @@ from rulesched.rules.context import pod_identity
 Outcome = Literal["pass", "fail", "error", "skipped"]
 _NAME = operator.attrgetter("name")
 _SCORE = operator.attrgetter("score")
+_PASSED = operator.attrgetter("passed")
+_SECOND = operator.itemgetter(1)
+
+
+def _named(verdict: NodeDecision, name: str) -> NodeDecision:
+    """A node's own copy of a verdict shared by several nodes."""
+    return NodeDecision(
+        name, verdict.passed, verdict.reason, verdict.resolvable, verdict.filters, list(verdict.scores), verdict.score
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,22 +109,114 @@ class RuleError:
     error: str
 
 
-@dataclass(slots=True)
 class Decision:
-    """The outcome of evaluating a rule book for one pod over its candidate nodes."""
+    """The outcome of evaluating a rule book for one pod over its candidate nodes.
 
-    generation: int
-    applied: list[str]
-    nodes: dict[str, NodeDecision]
-    errors: list[RuleError] = field(default_factory=list)
-    counted_failures: Counter[tuple[str, str, bool]] | None = field(default=None, repr=False, compare=False)
-    """`failures()` as counted by the engine while collecting its cached verdicts; None: count them."""
-    deadline_exceeded: bool = False
-    """The request's deadline passed: rules not evaluated by then followed their failurePolicy."""
+    The verdicts are kept as two lists side by side, the candidates' names and their verdicts, in candidate
+    order: the answers are built from them with C-level passes (`passed`, `scores`). Filter verdicts may be
+    shared by the nodes that fared alike (then they name no node); `nodes`, the verdicts by name, each with
+    its node's name, is made only when something asks for it (explain, a RuleTest, the shadow comparison).
+    """
+
+    __slots__ = (
+        "_all_passed",
+        "_exact",
+        "_nodes",
+        "_scores",
+        "_shared",
+        "applied",
+        "counted_failures",
+        "deadline_exceeded",
+        "errors",
+        "generation",
+        "names",
+        "verdicts",
+    )
+
+    def __init__(
+        self,
+        generation: int,
+        applied: list[str],
+        nodes: Mapping[str, NodeDecision] | None = None,
+        errors: list[RuleError] | None = None,
+    ) -> None:
+        self.generation = generation
+        self.applied = applied
+        self.errors: list[RuleError] = errors if errors is not None else []
+        self.counted_failures: Counter[tuple[str, str, bool]] | None = None
+        """`failures()` as counted by the engine while collecting its cached verdicts; None: count them."""
+        self.deadline_exceeded = False
+        """The request's deadline passed: rules not evaluated by then followed their failurePolicy."""
+        self.names: list[str] = []
+        self.verdicts: list[NodeDecision] = []
+        self._nodes: dict[str, NodeDecision] | None = None
+        self._shared = False
+        self._scores: list[int] | None = None
+        self._exact = False
+        self._all_passed = False
+        """Every candidate passed (no filter ran: a prioritize call)."""
+        """`_scores` are the verdicts' own (no node without a score)."""
+        self.nodes = dict(nodes or {})
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Decision):
+            return NotImplemented
+        mine = (self.generation, self.applied, self.nodes, self.errors, self.deadline_exceeded)
+        return mine == (other.generation, other.applied, other.nodes, other.errors, other.deadline_exceeded)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return (
+            f"Decision(generation={self.generation}, applied={self.applied}, nodes={self.nodes}, errors={self.errors})"
+        )
+
+    @property
+    def nodes(self) -> dict[str, NodeDecision]:
+        """Each candidate's verdict by name, in candidate order (made on first use, each verdict then the
+        node's own, named)."""
+        if self._nodes is None:
+            if self._shared:
+                self.verdicts = list(map(_named, self.verdicts, self.names))
+                self._shared = False
+            self._nodes = dict(zip(self.names, self.verdicts, strict=True))
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, nodes: dict[str, NodeDecision]) -> None:
+        self.names, self.verdicts, self._nodes, self._shared = list(nodes), list(nodes.values()), nodes, False
+        self._scores, self._all_passed = None, False
+
+    def set_verdicts(
+        self, names: list[str], verdicts: list[NodeDecision], *, shared: bool = False, filtered: bool = True
+    ) -> None:
+        """The candidates' names and verdicts, in candidate order (no name twice); `shared`: the verdicts may be
+        shared by several nodes and name none; not `filtered`: no filter ran, every candidate passed."""
+        self.names, self.verdicts, self._nodes, self._shared, self._scores = names, verdicts, None, shared, None
+        self._all_passed = not filtered
 
     @property
     def passed(self) -> list[str]:
-        return [name for name, node in self.nodes.items() if node.passed]
+        """The names of the candidates that passed, in candidate order."""
+        return list(itertools.compress(self.names, map(_PASSED, self.verdicts)))
+
+    def rejected(self) -> list[tuple[str, NodeDecision]]:
+        """The names and verdicts of the candidates that did not pass, in candidate order."""
+        failing = list(map(operator.not_, map(_PASSED, self.verdicts)))
+        return list(
+            zip(itertools.compress(self.names, failing), itertools.compress(self.verdicts, failing), strict=True)
+        )
+
+    def scores(self) -> list[int]:
+        """Each candidate's score in candidate order, 0 for a node without one (kube-scheduler's reading);
+        counted once, after the evaluation."""
+        if self._scores is None:
+            scores: list[int | None] = list(map(_SCORE, self.verdicts))
+            self._exact = None not in scores
+            if not self._exact:
+                scores = [score or 0 for score in scores]
+            self._scores = scores  # type: ignore[assignment]  # no None in it: replaced just above
+        return self._scores  # type: ignore[return-value]
 
     def ranking(self) -> list[NodeDecision]:
         """Nodes that passed, best score first (ties by name, as a stable order)."""
@@ -123,28 +225,35 @@ class Decision:
         # (-score, name) would, several times faster: explain and the decision log rank every call.
         return sorted(sorted(scored, key=_NAME), key=_SCORE, reverse=True)
 
-    def top(self, count: int) -> list[NodeDecision]:
-        """The first `count` of `ranking()`, without sorting every node."""
-        scored = [n for n in self.nodes.values() if n.passed and n.score is not None]
-        if not scored:
+    def top(self, count: int) -> list[tuple[str, int]]:
+        """The names and scores of the first `count` of `ranking()`, without sorting every node."""
+        names: Sequence[str] = self.names
+        if self._scores is not None and self._exact and self._all_passed:
+            scores: Sequence[int] = self._scores  # every candidate scored (a prioritize call)
+        else:
+            scored = [
+                (name, n.score)
+                for name, n in zip(names, self.verdicts, strict=True)
+                if n.passed and n.score is not None
+            ]
+            names, scores = [name for name, _ in scored], [score for _, score in scored]
+        if not scores:
             return []
-        # Scores are 0 to 10, so often tied at the top: the nodes with the best one usually suffice.
-        best = max(map(_SCORE, scored))
-        first = [n for n in scored if n.score == best]
-        if len(first) >= count:
-            return sorted(first, key=_NAME)[:count]
-        return heapq.nsmallest(count, scored, key=lambda n: (-(n.score or 0), n.name))
+        # Only the nodes scored at least the `count`-th best score can be among the first: usually a few
+        # (scores are 0 to 10, often tied at the top), found with C-level passes.
+        lowest = heapq.nlargest(count, scores)[-1]
+        chosen = list(map(lowest.__le__, scores))
+        first = zip(itertools.compress(names, chosen), itertools.compress(scores, chosen), strict=True)
+        return sorted(sorted(first), key=_SECOND, reverse=True)[:count]
 
     def failures(self) -> Counter[tuple[str, str, bool]]:
         """How many nodes each filter returned false for, by (rule set, rule, enforced)."""
         if self.counted_failures is not None:
             return Counter(self.counted_failures)
-        return Counter(
-            (f.rule_set, f.rule, f.enforce) for n in self.nodes.values() for f in n.filters if f.outcome == "fail"
-        )
+        return Counter((f.rule_set, f.rule, f.enforce) for n in self.verdicts for f in n.filters if f.outcome == "fail")
 
     def audit_rejections(self) -> list[FilterResult]:
-        return [f for n in self.nodes.values() for f in n.filters if not f.enforce and f.outcome != "pass"]
+        return [f for n in self.verdicts for f in n.filters if not f.enforce and f.outcome != "pass"]
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -9,12 +9,14 @@ rule over all the nodes that miss in one engine call.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import itertools
 import math
+import operator
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
-from operator import itemgetter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from rulesched.rules import semantics
@@ -25,7 +27,6 @@ from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision, FilterResult, NodeDecision, Outcome, RuleError, ScoreResult
 from rulesched.rules.plan import (
     APPLYING_KEPT,
-    NO_MEMO,
     NODE_MEMO_KEPT,
     NodeMemo,
     Plan,
@@ -63,16 +64,18 @@ def evaluate(
     run_scores: bool = True,
     deadline: float | None = None,
     namespace: Mapping[str, Any] | None = None,
+    distinct: bool = False,
 ) -> Decision:
     """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass.
-    `namespace` is the pod's Namespace object (`namespaceObject`), None when not known.
+    `namespace` is the pod's Namespace object (`namespaceObject`), None when not known; `distinct` says
+    that no two of `nodes` have the same name (else a repeated one is evaluated once).
 
     Past `deadline` (a `time.monotonic()` value), every rule not yet evaluated fails with the deadline's
     error and follows its failurePolicy; the Decision says so, and the plan's caches are dropped, so that
     no result of this request is reused."""
     request = book.plan.request(pod, now or datetime.datetime.now(datetime.UTC), namespace)
     with cel_deadline(deadline) as expiry:
-        decision = Evaluation(book, request).run(nodes, filters=run_filters, scores=run_scores)
+        decision = Evaluation(book, request).run(nodes, filters=run_filters, scores=run_scores, distinct=distinct)
     if expiry.expired:
         decision.deadline_exceeded = True
         book.plan.reset()
@@ -96,6 +99,25 @@ class Results(NamedTuple):
     bindings: Sequence[Any]
 
 
+class Grouped(NamedTuple):
+    """A per-pod program's results by group of nodes that look the same to it: one evaluation a group."""
+
+    groups: list[int]
+    """Each node's group."""
+    representatives: list[int]
+    """Each group's node whose bindings it was evaluated with."""
+    values: list[Any]
+    bindings: list[Any]
+    """Each group's result, and the bindings it came from."""
+    full: bool
+    """The bindings are full ones (node and pod), not the node's alone for a program bound to the pod."""
+
+    def per_node(self) -> Results:
+        return Results(
+            list(map(self.values.__getitem__, self.groups)), list(map(self.bindings.__getitem__, self.groups))
+        )
+
+
 class Evaluation:
     """One pod's evaluation against the book's plan: the Decision it fills, and the steps that fill it."""
 
@@ -105,26 +127,30 @@ class Evaluation:
         self.request = request
         self.decision = Decision(generation=book.generation, applied=[], nodes={})
 
-    def run(self, nodes: Sequence[NodeContext], *, filters: bool, scores: bool) -> Decision:
+    def run(self, nodes: Sequence[NodeContext], *, filters: bool, scores: bool, distinct: bool = False) -> Decision:
         plan, decision = self.plan, self.decision
         applying = self.applying()
         decision.applied = [self.book.rule_sets[i].name for i in applying]
         score_rules = [r for i in applying for r in plan.scores[i]]
+        names = list(map(_NAME, nodes))
         if filters:
+            # Verdicts kept for filters are shared by the nodes that fare alike: named only when scored.
             verdicts = self.filter(applying, nodes, private=scores)
+            decision.set_verdicts(names, verdicts, shared=not scores)
         elif scores:
             verdicts = self.prioritize(score_rules, _memos(plan, nodes))
+            decision.set_verdicts(names, verdicts, filtered=False)
         else:
             verdicts = [NodeDecision(n.name) for n in nodes]
-        decision.nodes = {v.name: v for v in verdicts}
-        if len(decision.nodes) != len(nodes):
-            # A repeated name (kube-scheduler never sends one; the extender answers 400) is evaluated once, as
-            # its first occurrence: checked after the fact, so that the usual request pays nothing for it.
+            decision.set_verdicts(names, verdicts, filtered=False)
+        if not distinct and len(set(decision.names)) != len(nodes):
+            # A repeated name (kube-scheduler never sends one; the extender answers 400 before it gets here,
+            # and says so with `distinct`) is evaluated once, as its first occurrence.
             work()
-            distinct: dict[str, NodeContext] = {}
+            first: dict[str, NodeContext] = {}
             for node in nodes:
-                distinct.setdefault(node.name, node)
-            return Evaluation(self.book, self.request).run(list(distinct.values()), filters=filters, scores=scores)
+                first.setdefault(node.name, node)
+            return Evaluation(self.book, self.request).run(list(first.values()), filters=filters, scores=scores)
         if filters and scores:
             work()
             passing = [nodes[i] for i, v in enumerate(verdicts) if v.passed]
@@ -156,28 +182,20 @@ class Evaluation:
         rules = [r for i in applying for r in plan.filters[i]]
         key = plan.key(tuple(applying), *(request.key_for(r.reads_now) for r in rules if r.per_pod))
         # The key holds the plan's token: a verdict kept before a `Plan.reset` finds nothing under it.
-        # Per node: the memo's last verdict if it is for this key, else the one kept under it, else None.
-        get = plan.memo_of.get
-        found: list[Cached | None] = [
-            memo.filtered if (memo := get(node, NO_MEMO)).filter_key is key else memo.decisions.get(key)
-            for node in nodes
-        ]
+        table = plan.filter_table(key)
+        found: list[Cached | None] = list(map(table.get, nodes))
         if not all(found):  # `None in found` compares each tuple with None: slower
             work()
-            memos = _memos(plan, nodes)
-            # Memos made again after a new metrics sample may have kept their verdicts (no filter reads it).
-            found = [hit or memos.memos[i].decisions.get(key) for i, hit in enumerate(found)]
-            missing = [i for i, hit in enumerate(found) if hit is None]
-            candidates = memos.subset(missing)
-            for i, memo, built in zip(missing, candidates.memos, self.verdicts(rules, candidates), strict=True):
-                found[i] = built
-                memo.filter_key, memo.filtered = key, built
-                kept = memo.decisions  # `remember`, inlined: this runs for every candidate of a new pod
-                kept[key] = built
-                if len(kept) > NODE_MEMO_KEPT:
-                    del kept[next(iter(kept))]
+            missing = list(itertools.compress(nodes, map(operator.not_, found)))
+            candidates = _memos(plan, missing)
+            # Memos made now take over their previous context's verdicts when those hold (`Plan.keep`).
+            taken = list(map(table.get, missing))
+            if not all(taken):
+                candidates = candidates.subset([i for i, hit in enumerate(taken) if hit is None])
+                table.update(zip(candidates.nodes, self.verdicts(rules, candidates), strict=True))
+            found = list(map(table.get, nodes))
         verdicts = _collect(found, self.decision, filters=True)  # type: ignore[arg-type]  # every None replaced
-        return [_copy(v) for v in verdicts] if private else verdicts
+        return list(map(_named, verdicts, map(_NAME, nodes))) if private else verdicts
 
     def verdicts(self, rules: Sequence[Rule], candidates: Candidates) -> list[Cached]:
         """The verdicts of `candidates` (none kept yet) under the filter `rules`."""
@@ -187,61 +205,54 @@ class Evaluation:
                 columns.append(self.per_pod_filter(rule, candidates))
             else:
                 columns.append([memo.node_only[rule.slot] for memo in candidates.memos])  # type: ignore[index]  # kept memos have them
-        built: list[Cached] = []
-        made: dict[tuple[int, ...], Cached] = {}
-        """Verdicts by the outcomes they are made of: nodes with the same ones differ only by name."""
-        rows = zip(*columns, strict=True) if columns else itertools.repeat((), len(candidates.nodes))
-        for node, outcomes in zip(candidates.nodes, rows, strict=True):
-            key = tuple(map(id, outcomes))
-            template = made.get(key)
-            name = node.name
-            if template is None:
-                template = made[key] = _verdict(self.plan, rules, name, outcomes)
-            verdict = template[0]
-            if verdict.name != name:
-                verdict = NodeDecision(name, verdict.passed, verdict.reason, verdict.resolvable, verdict.filters)
-            built.append((verdict, template[1], template[2]))
-        return built
+        if not columns:
+            return [_verdict(self.plan, rules, ())] * len(candidates.nodes)
+        # Nodes with the same outcomes get the same verdict (no name in it: nodes share it), made once.
+        keys = list(zip(*[list(map(id, column)) for column in columns], strict=True))
+        made = {key: _verdict(self.plan, rules, [column[i] for column in columns]) for key, i in _firsts(keys)}
+        return list(map(made.__getitem__, keys))
 
     def per_pod_filter(self, rule: Rule, candidates: Candidates) -> list[FilterOutcome]:
         plan, request = self.plan, self.request
         compiled = rule.compiled
         assert isinstance(compiled, CompiledFilter)
-        results, full = self.results(rule, compiled.program, "expression", candidates)
-        message: Program | None = compiled.message_program if full else None
-        if compiled.message_program is not None and not full and any(r is False for r in results.values):
+        grouped = self.results(rule, compiled.program, "expression", candidates)
+        names = list(map(_NAME, candidates.nodes))
+        message: Program | None = compiled.message_program if grouped.full else None
+        if compiled.message_program is not None and not grouped.full and any(r is False for r in grouped.values):
             message = plan.bound(compiled.message_program, rule, "message", request)
-            if message is None:  # cannot be bound: the message runs against full bindings
+            if message is None:  # cannot be bound: the message runs against each node's full bindings
                 shared = self.pod_values()
-                results = Results(results.values, [_full_bindings(plan, shared, m) for m in candidates.memos])
-                message = compiled.message_program
-        names = [n.name for n in candidates.nodes]
-        return _filter_outcomes(plan, rule, names, results, message)
+                results = Results(
+                    grouped.per_node().values, [_full_bindings(plan, shared, m) for m in candidates.memos]
+                )
+                return _filter_outcomes(plan, rule, names, results, compiled.message_program)
+        # One outcome per group, each node given its group's (an error names its node).
+        representatives = [names[i] for i in grouped.representatives]
+        outcomes = _filter_outcomes(plan, rule, representatives, Results(grouped.values, grouped.bindings), message)
+        by_node = list(map(outcomes.__getitem__, grouped.groups))
+        if any(outcome.error is not None for outcome in outcomes):
+            by_node = [o if o.error is None else _for_node(o, name) for o, name in zip(by_node, names, strict=True)]
+        return by_node
 
-    def results(self, rule: Rule, program: Program, kind: str, candidates: Candidates) -> tuple[Results, bool]:
-        """A per-pod program's results over `candidates`, and whether their bindings are full ones (node and
-        pod) rather than the node's alone, for a program bound to the pod.
+    def results(self, rule: Rule, program: Program, kind: str, candidates: Candidates) -> Grouped:
+        """A per-pod program's results over `candidates`, by group of alike nodes.
 
         Nodes whose values read by the rule are equal (the same zone label, say) form one group, and one
         evaluation answers the whole group. With few groups, the pod's values are added to each group's
         bindings; with many, the program is bound to the pod once (compiled again: worth it only then) and
         runs over each node's kept bindings."""
         plan, memos = self.plan, candidates.memos
-        groups = _groups(rule, candidates)
-        bound = plan.bound(program, rule, kind, self.request) if len(groups) > _FEW_GROUPS else None
+        groups, representatives = _groups(plan, rule, candidates)
+        bound = plan.bound(program, rule, kind, self.request) if len(representatives) > _FEW_GROUPS else None
         if bound is not None:
-            bindings = [node_bindings(plan, memos[group[0]], keep=True) for group in groups]
+            bindings = [node_bindings(plan, memos[i], keep=True) for i in representatives]
             results = bound.evaluate_many(bindings)
         else:
             shared = self.pod_values()
-            bindings = [_full_bindings(plan, shared, memos[group[0]]) for group in groups]
+            bindings = [_full_bindings(plan, shared, memos[i]) for i in representatives]
             results = program.evaluate_many(bindings)
-        by_node: list[Any] = [None] * len(memos)
-        binding_of: list[Any] = [None] * len(memos)
-        for group, result, binding in zip(groups, results, bindings, strict=True):
-            for index in group:
-                by_node[index], binding_of[index] = result, binding
-        return Results(by_node, binding_of), bound is None
+        return Grouped(groups, representatives, list(results), bindings, bound is None)
 
     def pod_values(self) -> dict[str, Any]:
         """The request's values (`pod`, `requests`, `now`) converted for the engine."""
@@ -260,9 +271,7 @@ class Evaluation:
         ranges = tuple(_range(c) if _min_max(r) else None for r, c in zip(rules, columns, strict=True))
         pods = tuple(request.key_for(r.reads_now) for r in rules if r.per_pod)
         key = plan.key("prioritize", tuple(r.position for r in rules), pods, ranges)
-        found: list[Cached | None] = [
-            memo.scored if memo.score_key is key else memo.scorings.get(key) for memo in memos
-        ]
+        found = _kept(memos, key, _SCORE_KEPT)
         if not all(found):
             work()
             missing = [i for i, hit in enumerate(found) if hit is None]
@@ -335,15 +344,14 @@ class Evaluation:
     def score_outcomes(self, rule: Rule, candidates: Candidates) -> list[ScoreOutcome]:
         memos = candidates.memos
         if not rule.per_pod:
-            slot = rule.slot
-            return [memo.node_only[slot] for memo in memos]  # type: ignore[index]  # kept memos have them
+            return list(map(operator.itemgetter(rule.slot), map(_NODE_ONLY, memos)))
         key: Hashable = (rule.position, self.request.key_for(rule.reads_now))
         found: list[ScoreOutcome | None] = [m.per_pod.get(key) for m in memos]
         missing = [i for i, hit in enumerate(found) if hit is None]
         if missing:
             work()
-            results, _ = self.results(rule, rule.compiled.program, "expression", candidates.subset(missing))
-            for i, result in zip(missing, results.values, strict=True):
+            grouped = self.results(rule, rule.compiled.program, "expression", candidates.subset(missing))
+            for i, result in zip(missing, grouped.per_node().values, strict=True):
                 found[i] = remember(memos[i].per_pod, key, _score_outcome(result), NODE_MEMO_KEPT)
         return found  # type: ignore[return-value]
 
@@ -465,13 +473,29 @@ Cached = tuple[NodeDecision, tuple[tuple[int, RuleError], ...], Failed]
 enforced) of each filter that returned false, which `Decision.failures` counts. The sets are interned
 (`Plan.interned`): nodes failing the same way share one, and counting them is hashing a few objects."""
 _VERDICT, _ERRORS, _FAILED = itemgetter(0), itemgetter(1), itemgetter(2)
+_RAW = attrgetter("raw")
+_NAME = attrgetter("name")
+_BINDINGS = attrgetter("bindings")
+_NODE_ONLY = attrgetter("node_only")
+_SCORE_KEPT = (attrgetter("score_key"), attrgetter("scored"), attrgetter("scorings"))
+
+
+def _kept(
+    memos: Sequence[NodeMemo], key: str, kept: tuple[attrgetter[Any], attrgetter[Any], attrgetter[Any]]
+) -> list[Cached | None]:
+    """Each memo's verdict kept under `key` (None where there is none): its last verdict if it is for this key,
+    else the one kept under it. C-level passes over the memos: this runs for every candidate of every call."""
+    last_key, last, by_key = kept
+    if list(map(last_key, memos)).count(key) == len(memos):  # keys are interned: compared by identity
+        return list(map(last, memos))
+    return [last(memo) if last_key(memo) is key else by_key(memo).get(key) for memo in memos]
 
 
 def _collect(found: Sequence[Cached], decision: Decision, *, filters: bool) -> list[NodeDecision]:
     """The verdicts, their errors added to the Decision rule by rule, node by node (the reference's order),
     and their failed filters counted. Done with C-level loops: this runs for every candidate of every call."""
-    with_errors = list(itertools.compress(range(len(found)), map(_ERRORS, found)))
-    if with_errors:
+    if any(map(_ERRORS, found)):
+        with_errors = list(itertools.compress(range(len(found)), map(_ERRORS, found)))
         errors = [(position, index, error) for index in with_errors for position, error in found[index][1]]
         decision.errors.extend(error for _, _, error in sorted(errors, key=lambda e: (e[0], e[1])))
     counted: Counter[tuple[str, str, bool]] = Counter()
@@ -483,9 +507,15 @@ def _collect(found: Sequence[Cached], decision: Decision, *, filters: bool) -> l
     return list(map(_VERDICT, found))
 
 
-def _verdict(plan: Plan, rules: Sequence[Rule], name: str, outcomes: Sequence[FilterOutcome]) -> Cached:
-    """One node's verdict from its filters' outcomes, with its errors and its failed rules (interned)."""
-    verdict = NodeDecision(name)
+def _firsts(keys: Sequence[Hashable]) -> Iterable[tuple[Hashable, int]]:
+    """Each distinct key of `keys` and an index where it is (the last)."""
+    return dict(zip(keys, range(len(keys)), strict=True)).items()
+
+
+def _verdict(plan: Plan, rules: Sequence[Rule], outcomes: Sequence[FilterOutcome]) -> Cached:
+    """A verdict from filters' outcomes, with its errors and its failed rules (interned): shared by every node
+    with those outcomes, so it names none (`Decision` knows the names)."""
+    verdict = NodeDecision("")
     errors = []
     for rule, outcome in zip(rules, outcomes, strict=True):
         verdict.filters.append(outcome.result)
@@ -503,29 +533,40 @@ _FEW_GROUPS = 16
 the pod: binding compiles the expression again (about 0.4 ms), evaluating a group costs microseconds."""
 
 
-def _groups(rule: Rule, candidates: Candidates) -> list[list[int]]:
-    """Indices of the nodes that look the same to `rule`, by the projection kept in each node's memo."""
-    groups: dict[bytes, list[int]] = {}
-    memos = candidates.memos
-    for index, (node, memo) in enumerate(zip(candidates.nodes, memos, strict=True)):
-        key = memo.projections.get(rule.position)
-        if key is None:
-            key = memo.projections[rule.position] = projection(rule, node)
-        group = groups.setdefault(key, [])
-        if memo.bindings is not None and group and memos[group[0]].bindings is None:
-            group.insert(0, index)  # a node that keeps its bindings represents the group: no new ones
-        else:
-            group.append(index)
-    return list(groups.values())
+def _groups(plan: Plan, rule: Rule, candidates: Candidates) -> tuple[list[int], list[int]]:
+    """Each node's group of nodes that look the same to `rule` (by their projections, kept by the plan), and
+    each group's representative: beyond `_FEW_GROUPS` (the program then runs on the representatives' own
+    bindings), a node that keeps its bindings when there is one, so that no new ones are made."""
+    nodes, memos = candidates
+    table = plan.projections.setdefault(rule.position, {})
+    keys: list[bytes | None] = list(map(table.get, nodes))
+    if None in keys:
+        for i, key in enumerate(keys):
+            if key is None:  # interned: equal projections are one object, compared by identity below
+                keys[i] = table[nodes[i]] = plan.interned(projection(rule, nodes[i]))
+    indices = range(len(keys))
+    representative = dict(zip(keys, indices, strict=True))
+    if len(representative) > _FEW_GROUPS:
+        kept = list(map(operator.is_not, map(_BINDINGS, memos), itertools.repeat(None)))
+        representative.update(zip(itertools.compress(keys, kept), itertools.compress(indices, kept), strict=True))
+    group_of = {key: group for group, key in enumerate(representative)}
+    return list(map(group_of.__getitem__, keys)), list(representative.values())
 
 
 def _full_bindings(plan: Plan, shared: Mapping[str, Any], memo: NodeMemo) -> Any:
     return plan.engine.bindings({**memo.values, **shared})
 
 
-def _copy(verdict: NodeDecision) -> NodeDecision:
-    """A verdict that scoring may fill in; its filter outcomes stay shared (never changed once made)."""
-    return NodeDecision(verdict.name, verdict.passed, verdict.reason, verdict.resolvable, verdict.filters)
+def _for_node(outcome: FilterOutcome, name: str) -> FilterOutcome:
+    """A group's error outcome, naming one of its nodes."""
+    assert outcome.error is not None
+    return outcome._replace(error=dataclasses.replace(outcome.error, node=name))
+
+
+def _named(verdict: NodeDecision, name: str) -> NodeDecision:
+    """A node's own copy of a shared verdict, which scoring may fill in; its filter outcomes stay shared
+    (never changed once made)."""
+    return NodeDecision(name, verdict.passed, verdict.reason, verdict.resolvable, verdict.filters)
 
 
 def _min_max(rule: Rule) -> bool:
@@ -533,8 +574,16 @@ def _min_max(rule: Rule) -> bool:
 
 
 def _range(outcomes: Sequence[ScoreOutcome]) -> tuple[float, float] | None:
-    known = [o.raw for o in outcomes if o.raw is not None]
-    return (min(known), max(known)) if known else None
+    """The least and the greatest raw value of `outcomes` (None: no value); C-level unless one has none."""
+    known: list[Any] = list(map(_RAW, outcomes))
+    try:  # a None among floats fails the comparisons: checking for one first would cost as much again
+        low, high = min(known), max(known)
+    except (TypeError, ValueError):  # a None among the values, or no value
+        low = high = None
+    if low is None or high is None:
+        values: list[float] = list(itertools.compress(known, map(operator.is_not, known, itertools.repeat(None))))
+        return (min(values), max(values)) if values else None
+    return low, high
 
 
 def _normalized(raws: Sequence[float | None], how: str, known: tuple[float, float] | None) -> list[float]:

@@ -38,7 +38,10 @@ BOUND_KEPT = 256
 APPLYING_KEPT = 1024
 """Pod keys whose applying rule sets are kept per plan."""
 NODE_MEMO_KEPT = 8
-"""Per node, how many pod keys (or candidate ranges) keep their verdicts and results."""
+"""Per node, how many pod keys (or candidate ranges) keep their prioritize verdicts and per-pod results."""
+FILTER_TABLES_KEPT = 8
+"""Filter verdict tables kept per plan: one per filter key (the applying rule sets and the pod fields the
+filters read), each holding a verdict per node context, shared by the nodes that fare alike."""
 INTERNED_KEPT = 4096
 """Interned outcomes and memo keys per plan; the table is cleared when full."""
 MEMOS_KEPT = 20_000
@@ -76,22 +79,17 @@ class NodeMemo:
     """Engine bindings of `values`, kept once a per-pod rule has run on this node (see `node_bindings`)."""
     node_only: list[Any] | None = None
     per_pod: dict[Hashable, Any] = field(default_factory=dict)
-    decisions: dict[Hashable, Any] = field(default_factory=dict)
-    """Filter verdicts by key (the last `NODE_MEMO_KEPT`)."""
     scorings: dict[Hashable, Any] = field(default_factory=dict)
     """Prioritize verdicts by key (the last `NODE_MEMO_KEPT`)."""
-    projections: dict[int, bytes] = field(default_factory=dict)
-    """By rule position: the node's values that per-pod rule reads, as a key."""
-    filter_key: str = ""
-    filtered: Any = None
-    """The last filter verdict kept, and its key: most calls ask for the same one again (replicas, or
-    new pods with the same read fields), found here without a lookup in `decisions`."""
     score_key: str = ""
     scored: Any = None
-    """The same for the last prioritize verdict."""
+    """The last prioritize verdict kept, and its key: most calls ask for the same one again (replicas, or
+    new pods with the same read fields), found here without a lookup in `scorings`."""
     carried: list[Any] | None = None
     """A memo made again after a new metrics sample (`Plan.resampled`): the node-only results taken over
     from the previous memo, None for each rule that reads `metrics`, until they are complete (`node_only`)."""
+    resampled: bool = False
+    """Made by `Plan.resampled`: the filter verdicts of the previous memo hold when no filter reads `metrics`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +220,13 @@ class Plan:
         self._interned: dict[Hashable, Any] = {}
         self.memo_of: dict[NodeContext, NodeMemo] = {}
         """Each node context's memo (contexts hash by identity: one lookup per candidate)."""
+        self.filter_tables: OrderedDict[str, dict[NodeContext, Any]] = OrderedDict()
+        """By filter key (the last `FILTER_TABLES_KEPT`): each node context's verdict."""
+        self.projections: dict[int, dict[NodeContext, bytes]] = {}
+        """By per-pod rule position: each node context's `projection` for it, interned.
+
+        Only contexts that have a memo are in these tables: `keep` moves a context's entries to the newer
+        context that replaces it when they hold for it, and drops them otherwise."""
         self._latest: dict[str, NodeContext] = {}
         """By node name, the context whose memo `memo_of` holds: replaced when a newer context comes."""
 
@@ -325,10 +330,7 @@ class Plan:
             for key, found in previous.per_pod.items()
             if not (isinstance(key, tuple) and key[0] in positions)
         }
-        memo.projections = {key: found for key, found in previous.projections.items() if key not in positions}
-        if not self.filters_read_sample:
-            memo.decisions = dict(previous.decisions)
-            memo.filter_key, memo.filtered = previous.filter_key, previous.filtered
+        memo.resampled = True
         return memo
 
     def memo(self, node: NodeContext) -> NodeMemo:
@@ -347,17 +349,48 @@ class Plan:
         return NodeMemo(values)
 
     def keep(self, node: NodeContext, memo: NodeMemo) -> None:
-        """Keep `memo` (its node-only results computed) as the node's, in place of its previous context's."""
+        """Keep `memo` (its node-only results computed) as the node's, in place of its previous context's,
+        whose filter verdicts the new context takes over when they hold for it: the same memo (only the
+        node's pods changed), or one made again after a new sample that no filter reads."""
         previous = self._latest.get(node.name)
         if previous is not None and previous is not node:
-            self.memo_of.pop(previous, None)
+            same = self.memo_of.pop(previous, None) is memo
+            resampled = memo.resampled
+            for table in self.filter_tables.values():
+                _move(table, previous, node, same or (resampled and not self.filters_read_sample))
+            for position, table in self.projections.items():
+                _move(table, previous, node, same or (resampled and position not in self.sample_positions))
         remember(self._latest, node.name, node, MEMOS_KEPT)
-        remember(self.memo_of, node, memo, MEMOS_KEPT)
+        self.memo_of[node] = memo
+        while len(self.memo_of) > MEMOS_KEPT:  # `remember`, forgetting the oldest context's entries too
+            oldest = next(iter(self.memo_of))
+            del self.memo_of[oldest]
+            for table in (*self.filter_tables.values(), *self.projections.values()):
+                table.pop(oldest, None)
+
+    def filter_table(self, key: str) -> dict[NodeContext, Any]:
+        """The filter verdicts kept under `key` (made empty when there are none; the least recently used
+        table is dropped beyond `FILTER_TABLES_KEPT`)."""
+        table = self.filter_tables.get(key)
+        if table is None:
+            table = self.filter_tables[key] = {}
+            while len(self.filter_tables) > FILTER_TABLES_KEPT:
+                self.filter_tables.popitem(last=False)
+        elif next(reversed(self.filter_tables)) is not key:
+            self.filter_tables.move_to_end(key)
+        return table
 
     def key(self, *parts: Hashable) -> str:
         """A memo key: one string per distinct value (interned), so that a memo's last verdict is found
         by identity, and a dictionary lookup hashes it once (strings keep their hash)."""
         return self.interned(repr((self.token, *parts)))
+
+
+def _move(table: dict[NodeContext, Any], previous: NodeContext, node: NodeContext, holds: bool) -> None:
+    """`previous`'s entry in `table` becomes `node`'s when it `holds` for it; it is dropped either way."""
+    found = table.pop(previous, None)
+    if holds and found is not None:
+        table[node] = found
 
 
 NO_MEMO = NodeMemo({})
