@@ -138,7 +138,7 @@ class Evaluation:
             verdicts = self.filter(applying, nodes, private=scores)
             decision.set_verdicts(names, verdicts, shared=not scores)
         elif scores:
-            verdicts = self.prioritize(score_rules, _memos(plan, nodes))
+            verdicts = self.prioritize(score_rules, nodes)
             decision.set_verdicts(names, verdicts, filtered=False)
         else:
             verdicts = [NodeDecision(n.name) for n in nodes]
@@ -261,35 +261,49 @@ class Evaluation:
         shared.setdefault("requests", engine.convert({}))
         return shared
 
-    def prioritize(self, rules: Sequence[Rule], candidates: Candidates) -> list[NodeDecision]:
+    def prioritize(self, rules: Sequence[Rule], nodes: Sequence[NodeContext]) -> list[NodeDecision]:
         """Scores alone (kube-scheduler's prioritize), every node a candidate. A node's verdict depends only
         on its raw values and on each MinMax rule's range over the candidates: while those hold, the verdict
-        kept in the node's memo is reused."""
+        kept for the node under that key is reused."""
         plan, request = self.plan, self.request
-        nodes, memos = candidates
-        columns = [self.score_outcomes(rule, candidates) for rule in rules]
-        ranges = tuple(_range(c) if _min_max(r) else None for r, c in zip(rules, columns, strict=True))
+        ranges = tuple(self.range_of(rule, nodes) if rule.min_max else None for rule in rules)
         pods = tuple(request.key_for(r.reads_now) for r in rules if r.per_pod)
-        key = plan.key("prioritize", tuple(r.position for r in rules), pods, ranges)
-        found = _kept(memos, key, _SCORE_KEPT)
+        table = plan.score_table(plan.key("prioritize", tuple(r.position for r in rules), pods, ranges))
+        found = list(map(table.get, nodes))
         if not all(found):
             work()
-            missing = [i for i, hit in enumerate(found) if hit is None]
-            fresh = Decision(
-                generation=0, applied=[], nodes={nodes[i].name: NodeDecision(nodes[i].name) for i in missing}
-            )
-            self.score(rules, candidates.subset(missing), fresh, ranges)
-            for i in missing:
-                verdict = fresh.nodes[nodes[i].name]
+            missing = list(itertools.compress(nodes, map(operator.not_, found)))
+            fresh = Decision(generation=0, applied=[], nodes={n.name: NodeDecision(n.name) for n in missing})
+            self.score(rules, _memos(plan, missing), fresh, ranges)
+            for node, verdict in zip(missing, fresh.verdicts, strict=True):
                 errors = tuple(
                     (rule.position, RuleError(rule.rule_set, rule.compiled.name, verdict.name, score.error))
                     for rule, score in zip(rules, verdict.scores, strict=True)
                     if score.error is not None
                 )
-                built = found[i] = (verdict, errors, _NONE_FAILED)
-                remember(memos[i].scorings, key, built, NODE_MEMO_KEPT)
-                memos[i].score_key, memos[i].scored = key, built
+                table[node] = (verdict, errors, _NONE_FAILED)
+            found = list(map(table.__getitem__, nodes))
         return _collect(found, self.decision, filters=False)  # type: ignore[arg-type]
+
+    def range_of(self, rule: Rule, nodes: Sequence[NodeContext]) -> tuple[float, float] | None:
+        """A MinMax score rule's range over `nodes` (None: no node has a value); for a node-only rule, from the
+        raw values kept for the nodes, without a look at their memos."""
+        plan = self.plan
+        if rule.per_pod:
+            return _range(self.score_outcomes(rule, _memos(plan, nodes)))
+        low, high = plan.ranges[rule.slot]
+        try:  # a node without its values kept fails the comparisons (None), once made they are kept
+            least, most = min(map(low.get, nodes)), max(map(high.get, nodes))  # type: ignore[type-var]
+        except TypeError:
+            least = None
+        except ValueError:  # no node
+            return None
+        if least is None:
+            _memos(plan, nodes)
+            least, most = min(map(low.__getitem__, nodes)), max(map(high.__getitem__, nodes))
+        if least == math.inf or most is None or most == -math.inf:  # no value, or an infinite one: counted exactly
+            return _range(self.score_outcomes(rule, _memos(plan, nodes)))
+        return least, most
 
     def score(
         self,
@@ -477,18 +491,6 @@ _RAW = attrgetter("raw")
 _NAME = attrgetter("name")
 _BINDINGS = attrgetter("bindings")
 _NODE_ONLY = attrgetter("node_only")
-_SCORE_KEPT = (attrgetter("score_key"), attrgetter("scored"), attrgetter("scorings"))
-
-
-def _kept(
-    memos: Sequence[NodeMemo], key: str, kept: tuple[attrgetter[Any], attrgetter[Any], attrgetter[Any]]
-) -> list[Cached | None]:
-    """Each memo's verdict kept under `key` (None where there is none): its last verdict if it is for this key,
-    else the one kept under it. C-level passes over the memos: this runs for every candidate of every call."""
-    last_key, last, by_key = kept
-    if list(map(last_key, memos)).count(key) == len(memos):  # keys are interned: compared by identity
-        return list(map(last, memos))
-    return [last(memo) if last_key(memo) is key else by_key(memo).get(key) for memo in memos]
 
 
 def _collect(found: Sequence[Cached], decision: Decision, *, filters: bool) -> list[NodeDecision]:
@@ -567,10 +569,6 @@ def _named(verdict: NodeDecision, name: str) -> NodeDecision:
     """A node's own copy of a shared verdict, which scoring may fill in; its filter outcomes stay shared
     (never changed once made)."""
     return NodeDecision(name, verdict.passed, verdict.reason, verdict.resolvable, verdict.filters)
-
-
-def _min_max(rule: Rule) -> bool:
-    return isinstance(rule.compiled, CompiledScore) and rule.compiled.normalize == "MinMax"
 
 
 def _range(outcomes: Sequence[ScoreOutcome]) -> tuple[float, float] | None:

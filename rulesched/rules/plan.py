@@ -16,6 +16,7 @@ import contextlib
 import datetime
 import itertools
 import json
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
@@ -38,10 +39,12 @@ BOUND_KEPT = 256
 APPLYING_KEPT = 1024
 """Pod keys whose applying rule sets are kept per plan."""
 NODE_MEMO_KEPT = 8
-"""Per node, how many pod keys (or candidate ranges) keep their prioritize verdicts and per-pod results."""
-FILTER_TABLES_KEPT = 8
-"""Filter verdict tables kept per plan: one per filter key (the applying rule sets and the pod fields the
-filters read), each holding a verdict per node context, shared by the nodes that fare alike."""
+"""Per node, how many pod keys keep their per-pod results."""
+TABLES_KEPT = 8
+"""Verdict tables kept per plan, for filter and for prioritize each: one per filter key (the applying rule
+sets and the pod fields the filters read; filter verdicts are shared by the nodes that fare alike) or
+prioritize key (the same, and each MinMax rule's range over the candidates), each holding a verdict per
+node context."""
 INTERNED_KEPT = 4096
 """Interned outcomes and memo keys per plan; the table is cleared when full."""
 MEMOS_KEPT = 20_000
@@ -67,6 +70,11 @@ class Rule:
     slot: int
     """Index among the book's node-only rules (their cached results), or -1 for a per-pod rule."""
 
+    @property
+    def min_max(self) -> bool:
+        """A score normalized MinMax: its range over the candidates counts."""
+        return isinstance(self.compiled, CompiledScore) and self.compiled.normalize == "MinMax"
+
 
 @dataclass(slots=True, eq=False)
 class NodeMemo:
@@ -79,12 +87,6 @@ class NodeMemo:
     """Engine bindings of `values`, kept once a per-pod rule has run on this node (see `node_bindings`)."""
     node_only: list[Any] | None = None
     per_pod: dict[Hashable, Any] = field(default_factory=dict)
-    scorings: dict[Hashable, Any] = field(default_factory=dict)
-    """Prioritize verdicts by key (the last `NODE_MEMO_KEPT`)."""
-    score_key: str = ""
-    scored: Any = None
-    """The last prioritize verdict kept, and its key: most calls ask for the same one again (replicas, or
-    new pods with the same read fields), found here without a lookup in `scorings`."""
     carried: list[Any] | None = None
     """A memo made again after a new metrics sample (`Plan.resampled`): the node-only results taken over
     from the previous memo, None for each rule that reads `metrics`, until they are complete (`node_only`)."""
@@ -221,7 +223,15 @@ class Plan:
         self.memo_of: dict[NodeContext, NodeMemo] = {}
         """Each node context's memo (contexts hash by identity: one lookup per candidate)."""
         self.filter_tables: OrderedDict[str, dict[NodeContext, Any]] = OrderedDict()
-        """By filter key (the last `FILTER_TABLES_KEPT`): each node context's verdict."""
+        """By filter key (the last `TABLES_KEPT`): each node context's verdict."""
+        self.score_tables: OrderedDict[str, dict[NodeContext, Any]] = OrderedDict()
+        """By prioritize key (the last `TABLES_KEPT`): each node context's verdict."""
+        self.ranges: dict[int, tuple[dict[NodeContext, float], dict[NodeContext, float]]] = {
+            rule.slot: ({}, {}) for rule in self.node_only if rule.min_max
+        }
+        """By node-only MinMax score rule (its slot): each node context's raw value (as in its memo, `node_only`)
+        twice, for the least (+inf for a node without one) and for the greatest (-inf): a range over the
+        candidates is two C-level passes."""
         self.projections: dict[int, dict[NodeContext, bytes]] = {}
         """By per-pod rule position: each node context's `projection` for it, interned.
 
@@ -358,32 +368,53 @@ class Plan:
             resampled = memo.resampled
             for table in self.filter_tables.values():
                 _move(table, previous, node, same or (resampled and not self.filters_read_sample))
+            for table in self.score_tables.values():
+                _move(table, previous, node, same)
             for position, table in self.projections.items():
                 _move(table, previous, node, same or (resampled and position not in self.sample_positions))
+            for low, high in self.ranges.values():
+                low.pop(previous, None)
+                high.pop(previous, None)
         remember(self._latest, node.name, node, MEMOS_KEPT)
         self.memo_of[node] = memo
+        results = memo.node_only or ()
+        for slot, (low, high) in self.ranges.items():
+            raw = results[slot].raw
+            low[node], high[node] = (math.inf, -math.inf) if raw is None else (raw, raw)
         while len(self.memo_of) > MEMOS_KEPT:  # `remember`, forgetting the oldest context's entries too
             oldest = next(iter(self.memo_of))
             del self.memo_of[oldest]
-            for table in (*self.filter_tables.values(), *self.projections.values()):
+            for table in (*self.filter_tables.values(), *self.score_tables.values(), *self.projections.values()):
                 table.pop(oldest, None)
+            for low, high in self.ranges.values():
+                low.pop(oldest, None)
+                high.pop(oldest, None)
 
     def filter_table(self, key: str) -> dict[NodeContext, Any]:
-        """The filter verdicts kept under `key` (made empty when there are none; the least recently used
-        table is dropped beyond `FILTER_TABLES_KEPT`)."""
-        table = self.filter_tables.get(key)
-        if table is None:
-            table = self.filter_tables[key] = {}
-            while len(self.filter_tables) > FILTER_TABLES_KEPT:
-                self.filter_tables.popitem(last=False)
-        elif next(reversed(self.filter_tables)) is not key:
-            self.filter_tables.move_to_end(key)
-        return table
+        """The filter verdicts kept under `key` (made empty when there are none)."""
+        return _table(self.filter_tables, key)
+
+    def score_table(self, key: str) -> dict[NodeContext, Any]:
+        """The prioritize verdicts kept under `key` (made empty when there are none)."""
+        return _table(self.score_tables, key)
 
     def key(self, *parts: Hashable) -> str:
         """A memo key: one string per distinct value (interned), so that a memo's last verdict is found
         by identity, and a dictionary lookup hashes it once (strings keep their hash)."""
         return self.interned(repr((self.token, *parts)))
+
+
+def _table(tables: OrderedDict[str, dict[NodeContext, Any]], key: str) -> dict[NodeContext, Any]:
+    """The table kept under `key` in `tables`, made empty when there is none; the least recently used is
+    dropped beyond `TABLES_KEPT`."""
+    table = tables.get(key)
+    if table is None:
+        table = tables[key] = {}
+        while len(tables) > TABLES_KEPT:
+            tables.popitem(last=False)
+    elif next(reversed(tables)) is not key:
+        tables.move_to_end(key)
+    return table
 
 
 def _move(table: dict[NodeContext, Any], previous: NodeContext, node: NodeContext, holds: bool) -> None:
