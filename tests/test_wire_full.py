@@ -86,6 +86,15 @@ def test_a_node_changed_past_its_first_bytes_at_the_same_length_is_decoded_again
     assert len(texts) == 1  # the node's latest text only
 
 
+def test_nodes_alike_in_their_length_and_first_bytes_are_told_apart() -> None:
+    texts, stem = wire.NodeTexts(), "n" * 240  # the texts differ only past their first 256 bytes
+    body = full_body(POD, [node_text(f"{stem}-a"), node_text(f"{stem}-b")])
+    for _ in range(3):
+        args = wire.ExtenderArgs.parse(body, LIMIT, texts)
+        assert args.nodes is not None
+        assert args.names == [n["metadata"]["name"] for n in args.nodes] == [f"{stem}-a", f"{stem}-b"]
+
+
 def test_the_texts_kept_are_bounded() -> None:
     texts = wire.NodeTexts()
     body = full_body(POD, [node_text(f"n{index}") for index in range(wire._TEXTS_KEPT + 1)])

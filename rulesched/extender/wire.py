@@ -8,11 +8,12 @@ passing nodes byte-for-byte equivalent.
 
 Full mode carries every candidate node whole (about 12 KB of JSON each) with every call, though a node
 changes far less often than it is sent. A body in the exact form kube-scheduler writes is therefore read
-without decoding the nodes seen before (`_parse_sent`): its envelope and each node's name are read with
-msgspec, each node's text is compared with the text it was last decoded from (`NodeTexts`), and the answer
-echoes the passing nodes' texts as sent. Every other body, and any body that way finds anything wrong
-with, is read the plain way, which gives the reason of a bad request: both ways accept the same bodies
-and read them alike (`tests/test_wire_full.py`).
+without decoding the nodes seen before (`_parse_sent`): msgspec reads its envelope and cuts out each
+node's JSON text, a text byte for byte the one a node was last decoded from stands for that node's
+object (`NodeTexts`), only the others are decoded (orjson, as the plain way), and the answer echoes the
+passing nodes' texts as sent. Every other body, and any body in which that way finds anything amiss, is
+read the plain way, which gives a bad request its reason: both ways accept the same bodies and read them
+alike (`tests/test_wire_full.py`).
 """
 
 from __future__ import annotations
@@ -219,8 +220,10 @@ class NodeTexts:
             self._kept.clear()
             self._names.clear()
         old = self._kept.get(name)
-        if old is not None:
-            self._names.pop((len(old[0]), bytes(memoryview(old[0])[:_START])), None)
+        if old is not None:  # the node's previous text: it finds the node no more
+            old_key = (len(old[0]), bytes(memoryview(old[0])[:_START]))
+            if self._names.get(old_key) == name:
+                del self._names[old_key]
         self._kept[name] = kept
         self._names[key] = name
 
