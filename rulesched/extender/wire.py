@@ -207,7 +207,7 @@ class NodeTexts:
         kept = self._kept.get(name) if name is not None else None
         if name is not None and kept is not None and kept[0] == text:
             return name, kept[1]
-        node = orjson.loads(memoryview(text))
+        node = _decoded(text, 3)  # in the body's object, in Nodes, in items
         metadata = node.get("metadata") if isinstance(node, dict) else None
         name = metadata.get("name") if isinstance(metadata, dict) else None
         if not isinstance(name, str) or not name:
@@ -231,6 +231,16 @@ class NodeTexts:
         return len(self._kept)
 
 
+def _decoded(text: msgspec.Raw, depth: int) -> Any:
+    """The value in `text` as orjson reads it `depth` arrays or objects deep: its limit on nesting counts
+    the levels around the value, and msgspec's (the interpreter's recursion limit, which celpy raises)
+    may be higher, so a value is checked at its depth in the body, as the plain way checks it."""
+    value = orjson.loads(b"".join((b"[" * depth, text, b"]" * depth)))
+    for _ in range(depth):
+        value = value[0]
+    return value
+
+
 def _parse_sent(body: bytes, texts: NodeTexts) -> ExtenderArgs | None:
     """Full mode in the exact form kube-scheduler writes, its nodes found in `texts` when sent unchanged;
     None for any other body, or when anything in it is not as the plain way would accept it."""
@@ -240,8 +250,8 @@ def _parse_sent(body: bytes, texts: NodeTexts) -> ExtenderArgs | None:
     nodes: list[JSON] = []
     try:
         sent = _SENT.decode(body)
-        pod = orjson.loads(memoryview(sent.Pod))
-        orjson.loads(memoryview(sent.Nodes.metadata))  # unused, but the plain way checks it is JSON
+        pod = _decoded(sent.Pod, 1)
+        _decoded(sent.Nodes.metadata, 2)  # unused, but the plain way checks it
         items = sent.Nodes.items or []
         for item in items:
             found = texts.node(item)
