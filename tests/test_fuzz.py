@@ -88,7 +88,8 @@ VALUES = st.recursive(
 
 @st.composite
 def mutated(draw: st.DrawFn, verb: str) -> bytes:
-    """A seed of `verb`, changed one to three times, serialized (with deep nesting where asked)."""
+    """A seed of `verb`, changed one to three times, serialized (with deep nesting where asked): compact as
+    kube-scheduler writes it (full mode's fast reading, `wire._parse_sent`) or with spaces."""
     document = draw(st.sampled_from([seed(p) for p in SEEDS[verb]] or [bind_seed()]))
     for _ in range(draw(st.integers(1, 3))):
         targets = list(paths(document))
@@ -107,7 +108,8 @@ def mutated(draw: st.DrawFn, verb: str) -> bytes:
             document = replaced(document, path, {k: v for k, v in target.items() if k != key})
         else:
             document = replaced(document, path, draw(VALUES))
-    body = json.dumps(document).encode()  # the standard library writes integers of any size
+    separators = draw(st.sampled_from([(",", ":"), (", ", ": ")]))
+    body = json.dumps(document, separators=separators).encode()  # the standard library writes integers of any size
     deep = b"[" * 5000 + b"]" * 5000
     return body.replace(json.dumps(DEEP).encode(), deep)
 

@@ -85,6 +85,8 @@ class Extender:
         # Full mode sends whole nodes with filter, but only names with preempt: the contexts keep the
         # nodes that have a resourceVersion, this the few that have none.
         self.seen: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
+        self.texts = wire.NodeTexts()
+        """Full mode: the nodes decoded for earlier requests, with the texts they were sent as."""
         self.evaluator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rulesched-evaluate")
         """The one thread rules are evaluated in."""
         self.evaluating = 0
@@ -172,7 +174,7 @@ class Extender:
         return b"".join(chunks)
 
     def args(self, body: bytes) -> wire.ExtenderArgs:
-        return wire.ExtenderArgs.parse(body, self.settings.max_candidates)
+        return wire.ExtenderArgs.parse(body, self.settings.max_candidates, self.texts)
 
     def book(self) -> RuleBook:
         book = self.store.book
@@ -394,10 +396,7 @@ def _filter_answer(
             (failed if node.resolvable else unresolvable)[name] = node.reason or ""
     unresolvable.update(unknown)
     if args.nodes is not None:
-        kept = set(passed)
-        answer = wire.filter_result(
-            [n for n in args.nodes if n["metadata"]["name"] in kept], None, failed, unresolvable
-        )
+        answer = wire.filter_result(args.passing(set(passed)), None, failed, unresolvable)
     else:
         answer = wire.filter_result(None, passed, failed, unresolvable)
     seconds = time.perf_counter() - started
