@@ -110,9 +110,11 @@ class Extender:
         deadline: float,
         *,
         now: datetime.datetime | None = None,
+        names: Sequence[str] | None = None,
         **kinds: bool,
     ) -> Decision:
-        """`engine.evaluate`, cut short at `deadline`; `kinds`: run_filters, run_scores, distinct; `now` the time the
+        """`engine.evaluate`, cut short at `deadline`; `kinds`: run_filters, run_scores, distinct; `names`: the
+        contexts' names in their order (the request's); `now` the time the
         rules see (the current time by default). A call the caches answer (a replica, say) is answered here;
         any other runs in the evaluation thread. Evaluations never overlap: the caches are not shared between
         threads."""
@@ -130,6 +132,7 @@ class Extender:
             deadline=deadline,
             namespace=namespace,
             distinct=distinct,
+            names=names,
         )
         if not self.evaluating:
             try:
@@ -376,7 +379,10 @@ async def filter_verb(extender: Extender, request: Request) -> Response:
         garbage: list[object] = [args]
         extender.forget(args.pod)
         contexts, unknown = await extender.candidates(args, garbage)
-        decision = await extender.evaluate(book, args.pod, contexts, deadline, now=now, run_scores=False, distinct=True)
+        names = args.node_names if not unknown else None  # the request's: they make the answer
+        decision = await extender.evaluate(
+            book, args.pod, contexts, deadline, now=now, names=names, run_scores=False, distinct=True
+        )
         then = extender.answered("filter", args, (now, book), (contexts, unknown, decision)) if now else None
         return resume_after(_filter_answer(extender, args, decision, unknown, started), garbage, then)
 
@@ -388,13 +394,9 @@ def _filter_answer(
     unknown: dict[str, str],
     started: float,
 ) -> Response:
-    failed: dict[str, str] = {}
-    unresolvable: dict[str, str] = {}
-    passed = decision.passed  # in candidate order: the order of the request
-    if len(passed) < len(decision.verdicts):
-        for name, node in decision.rejected():
-            (failed if node.resolvable else unresolvable)[name] = node.reason or ""
-    unresolvable.update(unknown)
+    passed, failed, unresolvable = decision.outcome()  # in candidate order: the order of the request
+    if unknown:
+        unresolvable.update(unknown)
     if args.nodes is not None:
         answer = wire.filter_result(args.passing(set(passed)), None, failed, unresolvable)
     else:
@@ -415,8 +417,9 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
         extender.forget(args.pod)
         contexts, unknown = await extender.candidates(args, garbage)
         decision = await extender.evaluate(
-            book, args.pod, contexts, deadline, now=now, run_filters=False, distinct=True
-        )
+            book, args.pod, contexts, deadline, now=now, names=None if unknown else args.node_names,
+            run_filters=False, distinct=True,
+        )  # fmt: skip
         names, scores = decision.names, decision.scores()
         extender.reserve(args.pod, names, scores)
         if len(names) == len(args.names):  # every candidate evaluated, in the request's order

@@ -386,7 +386,7 @@ class HostPriorities:
         if min(scores) < 0 or max(scores) >= len(_SCORE_ENDS):  # outside the table: the general encoding
             return orjson.dumps(host_priority_list(dict(zip(names, scores, strict=True))))
         prefixes: list[bytes | None] = list(map(self._prefixes.get, names))
-        if None in prefixes:
+        if not all(prefixes):  # a prefix is never empty: only a missing one is false
             prefixes = [prefix or self._prefix(name) for prefix, name in zip(prefixes, names, strict=True)]
         parts: list[bytes | None] = [None] * (2 * len(prefixes))
         parts[0::2] = prefixes

@@ -21,6 +21,8 @@ _NAME = operator.attrgetter("name")
 _SCORE = operator.attrgetter("score")
 _PASSED = operator.attrgetter("passed")
 _SECOND = operator.itemgetter(1)
+_REASON = operator.attrgetter("reason")
+_RESOLVABLE = operator.attrgetter("resolvable")
 
 
 def _named(verdict: NodeDecision, name: str) -> NodeDecision:
@@ -200,19 +202,31 @@ class Decision:
         """The names of the candidates that passed, in candidate order."""
         return list(itertools.compress(self.names, map(_PASSED, self.verdicts)))
 
-    def rejected(self) -> list[tuple[str, NodeDecision]]:
-        """The names and verdicts of the candidates that did not pass, in candidate order."""
-        failing = list(map(operator.not_, map(_PASSED, self.verdicts)))
-        return list(
-            zip(itertools.compress(self.names, failing), itertools.compress(self.verdicts, failing), strict=True)
-        )
+    def outcome(self) -> tuple[list[str], dict[str, str], dict[str, str]]:
+        """The names of the candidates that passed, and the reasons of those that did not: by name, those that
+        preemption may help (resolvable) and the others; in candidate order, with C-level passes."""
+        flags = list(map(_PASSED, self.verdicts))
+        passed = list(itertools.compress(self.names, flags))
+        if len(passed) == len(flags):
+            return passed, {}, {}
+        failing = list(map(operator.not_, flags))
+        verdicts = list(itertools.compress(self.verdicts, failing))
+        reasons = dict(zip(itertools.compress(self.names, failing), map(_REASON, verdicts), strict=True))
+        if None in reasons.values():  # a verdict rejects with its reason: kept for the type's sake
+            reasons = {name: reason or "" for name, reason in reasons.items()}
+        if not any(map(_RESOLVABLE, verdicts)):
+            return passed, {}, reasons
+        resolvable = list(map(_RESOLVABLE, verdicts))
+        failed = {name: reasons[name] for name in itertools.compress(reasons, resolvable)}
+        return passed, failed, {name: reason for name, reason in reasons.items() if name not in failed}
 
     def scores(self) -> list[int]:
         """Each candidate's score in candidate order, 0 for a node without one (kube-scheduler's reading);
         counted once, after the evaluation."""
         if self._scores is None:
             scores: list[int | None] = list(map(_SCORE, self.verdicts))
-            self._exact = None not in scores
+            # A prioritize call scores every candidate; otherwise one that did not pass has no score.
+            self._exact = self._all_passed or None not in scores
             if not self._exact:
                 scores = [score or 0 for score in scores]
             self._scores = scores  # type: ignore[assignment]  # no None in it: replaced just above
@@ -242,7 +256,7 @@ class Decision:
         # Only the nodes scored at least the `count`-th best score can be among the first: usually a few
         # (scores are 0 to 10, often tied at the top), found with C-level passes.
         lowest = heapq.nlargest(count, scores)[-1]
-        chosen = list(map(lowest.__le__, scores))
+        chosen = list(map(operator.ge, scores, itertools.repeat(lowest)))
         first = zip(itertools.compress(names, chosen), itertools.compress(scores, chosen), strict=True)
         return sorted(sorted(first), key=_SECOND, reverse=True)[:count]
 

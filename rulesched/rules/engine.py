@@ -65,17 +65,20 @@ def evaluate(
     deadline: float | None = None,
     namespace: Mapping[str, Any] | None = None,
     distinct: bool = False,
+    names: Sequence[str] | None = None,
 ) -> Decision:
     """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass.
     `namespace` is the pod's Namespace object (`namespaceObject`), None when not known; `distinct` says
-    that no two of `nodes` have the same name (else a repeated one is evaluated once).
+    that no two of `nodes` have the same name (else a repeated one is evaluated once); `names`, when given, are
+    the nodes' names in their order (the request's own: the answer is made of them).
 
     Past `deadline` (a `time.monotonic()` value), every rule not yet evaluated fails with the deadline's
     error and follows its failurePolicy; the Decision says so, and the plan's caches are dropped, so that
     no result of this request is reused."""
     request = book.plan.request(pod, now or datetime.datetime.now(datetime.UTC), namespace)
     with cel_deadline(deadline) as expiry:
-        decision = Evaluation(book, request).run(nodes, filters=run_filters, scores=run_scores, distinct=distinct)
+        evaluation = Evaluation(book, request)
+        decision = evaluation.run(nodes, filters=run_filters, scores=run_scores, distinct=distinct, names=names)
     if expiry.expired:
         decision.deadline_exceeded = True
         book.plan.reset()
@@ -127,12 +130,20 @@ class Evaluation:
         self.request = request
         self.decision = Decision(generation=book.generation, applied=[], nodes={})
 
-    def run(self, nodes: Sequence[NodeContext], *, filters: bool, scores: bool, distinct: bool = False) -> Decision:
+    def run(
+        self,
+        nodes: Sequence[NodeContext],
+        *,
+        filters: bool,
+        scores: bool,
+        distinct: bool = False,
+        names: Sequence[str] | None = None,
+    ) -> Decision:
         plan, decision = self.plan, self.decision
         applying = self.applying()
         decision.applied = [self.book.rule_sets[i].name for i in applying]
         score_rules = [r for i in applying for r in plan.scores[i]]
-        names = list(map(_NAME, nodes))
+        names = list(map(_NAME, nodes)) if names is None else list(names)
         if filters:
             # Verdicts kept for filters are shared by the nodes that fare alike: named only when scored.
             verdicts = self.filter(applying, nodes, private=scores)
