@@ -108,8 +108,12 @@ class Settings(BaseSettings):
     """After a metrics poll or a rules reload, make the contexts and node-only results of the nodes last asked
     about again on the event loop, a few at a time between requests, so that the next request finds them."""
     thread_candidates: int = Field(2000, ge=0)
-    """Requests with more candidates than this have their node contexts built in the evaluation thread too
-    (rules always run there), so that the event loop keeps answering health checks meanwhile."""
+    """Requests with more candidates than this have their node contexts built in the evaluation thread, so
+    that the event loop keeps answering health checks meanwhile."""
+    loop_work: float = Field(2000.0, ge=0)
+    """Estimated microseconds of rule evaluation a call may do on the event loop, from the rules' estimated
+    costs; a call that needs more runs in the evaluation thread (the hand-over costs about 0.1-0.4 ms).
+    0: only calls the caches answer stay on the loop."""
     max_node_fetches: int = Field(32, ge=0)
     """Most direct GETs of node names the cache lacks, per request; the other unknown names are answered
     as unresolvable at once."""

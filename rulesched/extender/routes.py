@@ -5,8 +5,8 @@ rules. Bad input is a 400 with a JSON reason; nothing here lets an exception rea
 garbage collector pauses while filter and prioritize are answered (see `_no_collection`).
 
 Rules are evaluated in one worker thread (`Extender.evaluate`), one request at a time, so that the event
-loop keeps answering /healthz and /readyz meanwhile; a call the caches answer is answered on the loop,
-without the trip to the thread. Each request has a deadline (settings `request_deadline`), past which
+loop keeps answering /healthz and /readyz meanwhile; a call the caches answer, or one that needs little
+evaluation (`--loop-work`), is answered on the loop, without the trip to the thread. Each request has a deadline (settings `request_deadline`), past which
 the rules not yet evaluated follow their failurePolicy.
 """
 
@@ -41,7 +41,7 @@ from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext, context_report, namespace_name, with_pods
 from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
-from rulesched.rules.plan import NeedsEvaluationError, lookups_only
+from rulesched.rules.plan import NeedsEvaluationError, within
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 
@@ -115,8 +115,9 @@ class Extender:
     ) -> Decision:
         """`engine.evaluate`, cut short at `deadline`; `kinds`: run_filters, run_scores, distinct; `names`: the
         contexts' names in their order (the request's); `now` the time the
-        rules see (the current time by default). A call the caches answer (a replica, say) is answered here;
-        any other runs in the evaluation thread. Evaluations never overlap: the caches are not shared between
+        rules see (the current time by default). A call the caches answer (a replica, say), or that needs
+        little evaluation (`--loop-work`, from the rules' estimated costs: a new pod over cheap rules), is
+        answered here; any other runs in the evaluation thread. Evaluations never overlap: the caches are not shared between
         threads."""
         filters, scores = kinds.get("run_filters", True), kinds.get("run_scores", True)
         distinct = kinds.get("distinct", False)
@@ -136,7 +137,7 @@ class Extender:
         )
         if not self.evaluating:
             try:
-                with lookups_only():
+                with within(self.settings.loop_work):
                     return work()
             except NeedsEvaluationError:
                 pass

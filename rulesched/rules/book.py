@@ -42,6 +42,8 @@ class CompiledCondition:
     name: str
     program: Program
     paths: Paths
+    cost: int = 0
+    """The estimated worst-case cost of one evaluation (docs/rules/cost.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,8 @@ class CompiledFilter:
     enforce: bool
     reads: frozenset[str]
     paths: Paths
+    cost: int = 0
+    """The estimated worst-case cost of one evaluation, message included (docs/rules/cost.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,8 @@ class CompiledScore:
     enforce: bool
     reads: frozenset[str]
     paths: Paths
+    cost: int = 0
+    """The estimated worst-case cost of one evaluation (docs/rules/cost.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +118,8 @@ class _Compiler:
         self.estimates: dict[str, Estimate] = {}
         """Each compiled variable's estimated cost and result size (docs/rules/cost.md)."""
         self.last_estimate: Estimate | None = None
+        self.last_cost = 0
+        """The estimated cost of the last expression `program` compiled."""
 
     def error(self, loc: tuple[str | int, ...], rule: str | None, message: str, **extra: object) -> None:
         field_path = ".".join(f"[{p}]" if isinstance(p, int) else p for p in loc).replace(".[", "[")
@@ -156,6 +164,7 @@ class _Compiler:
             return None, names
         if not self._within_cost(loc, rule, source):
             return None, names
+        self.last_cost = self.last_estimate.cost if self.last_estimate is not None else 0
         return program, names
 
     def _within_cost(self, loc: tuple[str | int, ...], rule: str, source: str) -> bool:
@@ -240,12 +249,14 @@ class _Compiler:
                 self.error(loc, condition.name, message, expression=condition.expression)
                 continue
             program, _ = self.program(loc, condition.name, condition.expression, "bool")
-            yield CompiledCondition(condition.name, program, self.paths(condition.expression)) if program else None
+            paths = self.paths(condition.expression)
+            yield CompiledCondition(condition.name, program, paths, self.last_cost) if program else None
 
     def _filters(self) -> Iterator[CompiledFilter | None]:
         for index, rule in enumerate(self.rule_set.spec.filters):
             loc: tuple[str | int, ...] = ("spec", "filters", index)
             program, names = self.program((*loc, "expression"), rule.name, rule.expression, "bool")
+            cost = self.last_cost
             message_program = None
             if rule.messageExpression:
                 message_program, more = self.program(
@@ -254,6 +265,7 @@ class _Compiler:
                 names |= more
                 if message_program is None:
                     continue
+                cost += self.last_cost
             if program is None:
                 continue
             found = self.paths(rule.expression, rule.messageExpression or "")
@@ -267,6 +279,7 @@ class _Compiler:
                 enforce=rule.mode == "Enforce",
                 reads=names,
                 paths=found,
+                cost=cost,
             )
 
     def _scores(self) -> Iterator[CompiledScore | None]:
@@ -283,6 +296,7 @@ class _Compiler:
                 enforce=rule.mode == "Enforce",
                 reads=names,
                 paths=self.paths(rule.expression),
+                cost=self.last_cost,
             )
 
 

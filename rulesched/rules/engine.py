@@ -28,6 +28,9 @@ from rulesched.rules.decision import Decision, FilterResult, NodeDecision, Outco
 from rulesched.rules.plan import (
     APPLYING_KEPT,
     NODE_MEMO_KEPT,
+    WORK_NODE,
+    WORK_POD,
+    WORK_PROJECTION,
     NodeMemo,
     Plan,
     PodRequest,
@@ -174,7 +177,7 @@ class Evaluation:
         key = request.key_for(plan.conditions_read_now)
         found = plan.applying.get(key)
         if found is None:
-            work()
+            work(plan.conditions_work)
             engine = plan.engine
             shared = {name: engine.convert(value) for name, value in request.values.items()}
             probe = Decision(generation=0, applied=[], nodes={})
@@ -196,8 +199,8 @@ class Evaluation:
         table = plan.filter_table(key)
         found: list[Cached | None] = list(map(table.get, nodes))
         if not all(found):  # `None in found` compares each tuple with None: slower
-            work()
             missing = list(itertools.compress(nodes, map(operator.not_, found)))
+            work(WORK_NODE * len(missing))
             candidates = _memos(plan, missing)
             # Memos made now take over their previous context's verdicts when those hold (`Plan.keep`).
             taken = list(map(table.get, missing))
@@ -255,6 +258,7 @@ class Evaluation:
         runs over each node's kept bindings."""
         plan, memos = self.plan, candidates.memos
         groups, representatives = _groups(plan, rule, candidates)
+        work(WORK_POD + rule.work * len(representatives))
         bound = plan.bound(program, rule, kind, self.request) if len(representatives) > _FEW_GROUPS else None
         if bound is not None:
             bindings = [node_bindings(plan, memos[i], keep=True) for i in representatives]
@@ -282,8 +286,8 @@ class Evaluation:
         table = plan.score_table(plan.key("prioritize", tuple(r.position for r in rules), pods, ranges))
         found = list(map(table.get, nodes))
         if not all(found):
-            work()
             missing = list(itertools.compress(nodes, map(operator.not_, found)))
+            work(2 * WORK_NODE * len(missing))
             fresh = Decision(generation=0, applied=[], nodes={n.name: NodeDecision(n.name) for n in missing})
             self.score(rules, _memos(plan, missing), fresh, ranges)
             for node, verdict in zip(missing, fresh.verdicts, strict=True):
@@ -374,7 +378,7 @@ class Evaluation:
         found: list[ScoreOutcome | None] = [m.per_pod.get(key) for m in memos]
         missing = [i for i, hit in enumerate(found) if hit is None]
         if missing:
-            work()
+            work(WORK_NODE * len(missing))
             grouped = self.results(rule, rule.compiled.program, "expression", candidates.subset(missing))
             for i, result in zip(missing, grouped.per_node().values, strict=True):
                 found[i] = remember(memos[i].per_pod, key, _score_outcome(result), NODE_MEMO_KEPT)
@@ -554,6 +558,7 @@ def _groups(plan: Plan, rule: Rule, candidates: Candidates) -> tuple[list[int], 
     table = plan.projections.setdefault(rule.position, {})
     keys: list[bytes | None] = list(map(table.get, nodes))
     if None in keys:
+        work(WORK_PROJECTION * keys.count(None))
         for i, key in enumerate(keys):
             if key is None:  # interned: equal projections are one object, compared by identity below
                 keys[i] = table[nodes[i]] = plan.interned(projection(rule, nodes[i]))

@@ -69,6 +69,8 @@ class Rule:
     reads_now: bool
     slot: int
     """Index among the book's node-only rules (their cached results), or -1 for a per-pod rule."""
+    work: float
+    """The estimated microseconds of one evaluation (`evaluation_work`)."""
 
     @property
     def min_max(self) -> bool:
@@ -110,29 +112,62 @@ class NeedsEvaluationError(Exception):
     """Raised under `lookups_only()` where an evaluation would have to compute something."""
 
 
+WORK_EVALUATION = 20.0
+"""Estimated microseconds of one CEL evaluation of a cheap expression, its bindings made (measured: 5-15)."""
+WORK_COST = 0.02
+"""Estimated microseconds per unit of an expression's estimated worst-case cost (docs/rules/cost.md)."""
+WORK_NODE = 1.0
+"""Estimated microseconds of Python per candidate whose verdict is made or kept (measured: about 0.5)."""
+WORK_POD = 50.0
+"""Estimated microseconds to convert a pod's values for the engine (measured: 10-30 for a trimmed pod)."""
+WORK_MEMO = 80.0
+"""Estimated microseconds to make a node's memo: its values converted for the engine (measured: about 40),
+before its node-only rules run."""
+WORK_PROJECTION = 10.0
+"""Estimated microseconds to make a node's projection for a per-pod rule (measured: about 5)."""
+WORK_BIND = 500.0
+"""Estimated microseconds to compile a program bound to a pod's values (measured: about 400)."""
+
+
+def evaluation_work(cost: int) -> float:
+    """The estimated microseconds of one evaluation of an expression of estimated worst-case `cost`."""
+    return WORK_EVALUATION + cost * WORK_COST
+
+
 class _Mode(threading.local):
-    lookups_only: bool = False
+    budget: float | None = None
+    """Estimated microseconds of work evaluations may still do, in `within()`; None: no bound."""
 
 
 _mode = _Mode()
 
 
 @contextlib.contextmanager
-def lookups_only() -> Iterator[None]:
-    """Evaluations in this block may only read what the caches hold: at the first thing to compute (a
-    memo to build, a rule to run) they raise `NeedsEvaluationError` before changing any cache. The
-    extender answers such calls on its event loop, and runs the others in its evaluation thread."""
-    _mode.lookups_only = True
+def within(budget: float) -> Iterator[None]:
+    """Evaluations in this block may compute about `budget` microseconds of estimated work (`work`), from the
+    rules' estimated costs: before a step that would go past it they raise `NeedsEvaluationError`, so that
+    what they kept in the caches is only complete results. The extender evaluates a call within its
+    `--loop-work` on its event loop, and runs the others in its evaluation thread."""
+    _mode.budget = budget
     try:
         yield
     finally:
-        _mode.lookups_only = False
+        _mode.budget = None
 
 
-def work() -> None:
-    """Called where an evaluation is about to compute: raises under `lookups_only()`."""
-    if _mode.lookups_only:
-        raise NeedsEvaluationError
+def lookups_only() -> contextlib.AbstractContextManager[None]:
+    """Evaluations in this block may only read what the caches hold: `within(0)`."""
+    return within(0)
+
+
+def work(estimate: float = math.inf) -> None:
+    """Called where an evaluation is about to compute about `estimate` microseconds (unknown: infinite);
+    raises within a budget it would go past."""
+    budget = _mode.budget
+    if budget is not None:
+        if estimate > budget:
+            raise NeedsEvaluationError
+        _mode.budget = budget - estimate
 
 
 def remember(cache: dict[K, V], key: K, value: V, kept: int) -> V:
@@ -211,6 +246,10 @@ class Plan:
             r.position for group in (*self.filters, *self.scores) for r in group if "metrics" in r.compiled.reads
         )
         self.filters_read_sample = any("metrics" in r.compiled.reads for group in self.filters for r in group)
+        self.conditions_work = WORK_POD + sum(evaluation_work(c.cost) for c in conditions)
+        """The estimated microseconds to find which rule sets apply to a pod never seen."""
+        self.memo_work = WORK_MEMO + sum(rule.work for rule in self.node_only)
+        """The estimated microseconds to make a node's memo, its node-only rules run."""
         self.reset()
 
     def reset(self) -> None:
@@ -248,8 +287,9 @@ class Plan:
 
     def _rule(self, position: int, rule_set: str, compiled: CompiledFilter | CompiledScore) -> Rule:
         per_pod = bool(compiled.reads & PER_POD)
+        slot = -1 if per_pod else len(self.node_only)
         rule = Rule(
-            position, rule_set, compiled, per_pod, "now" in compiled.reads, -1 if per_pod else len(self.node_only)
+            position, rule_set, compiled, per_pod, "now" in compiled.reads, slot, evaluation_work(compiled.cost)
         )
         if not per_pod:
             self.node_only.append(rule)
@@ -276,7 +316,7 @@ class Plan:
         if key in self._bound:
             self._bound.move_to_end(key)
             return self._bound[key]
-        work()
+        work(WORK_BIND)
         names = rule.compiled.reads & PER_POD
         try:
             found: Program | None = program.bind({n: request.values.get(n, {}) for n in sorted(names)})
@@ -295,7 +335,7 @@ class Plan:
         found: list[NodeMemo] = list(map(self.memo_of.get, nodes, itertools.repeat(NO_MEMO)))
         if NO_MEMO not in found:
             return found, []
-        work()
+        work(self.memo_work * found.count(NO_MEMO))
         fresh: list[int] = []
         for i, memo in enumerate(found):
             if memo is NO_MEMO:
