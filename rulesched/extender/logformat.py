@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 import logging
 import sys
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -12,20 +14,58 @@ import orjson
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime", "color_message"}
 
 
+def json_line(created: float, level: str, logger: str, message: str, fields: Mapping[str, Any]) -> str:
+    """One JSON log line: time, level, logger, message, then `fields`."""
+    entry: dict[str, Any] = {
+        "time": datetime.datetime.fromtimestamp(created, datetime.UTC).isoformat(timespec="milliseconds"),
+        "level": level,
+        "logger": logger,
+        "message": message,
+    }
+    entry.update(fields)
+    return orjson.dumps(entry, default=str).decode()
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, and every `extra` field."""
 
     def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        entry.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
+        fields = {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
         if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return orjson.dumps(entry, default=str).decode()
+            fields["exception"] = self.formatException(record.exc_info)
+        return json_line(record.created, record.levelname.lower(), record.name, record.getMessage(), fields)
+
+
+def direct_info(logger: logging.Logger) -> Callable[[str, Mapping[str, Any]], None] | None:
+    """A function that writes an info line of `logger` (its message, then its fields) exactly as the logging
+    set up by `configure_logging` would, without the logging machinery (a record made, handlers called):
+    for the decision line of every filter and prioritize call. None when the line would go anywhere else
+    (another handler or a filter added, the text format, info lines off): then log it as usual."""
+    root = logging.getLogger()
+    handlers = root.handlers
+    if len(handlers) != 1 or logger.handlers or logger.filters or not logger.propagate:
+        return None
+    handler = handlers[0]
+    if (
+        type(handler) is not StderrHandler
+        or type(handler.formatter) is not JsonFormatter
+        or handler.filters
+        or root.filters
+        or handler.level > logging.INFO
+        or not logger.isEnabledFor(logging.INFO)
+    ):
+        return None
+    name, lock = logger.name, handler.lock
+
+    def write(message: str, fields: Mapping[str, Any]) -> None:
+        line = json_line(time.time(), "info", name, message, fields) + "\n"
+        if lock is None:
+            sys.stderr.write(line)
+            return
+        with lock:  # as the handler writes: lines from other threads never interleave with it
+            sys.stderr.write(line)
+
+    return write
 
 
 class TextFormatter(logging.Formatter):

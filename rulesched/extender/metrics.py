@@ -10,7 +10,7 @@ import collections
 import datetime
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -23,6 +23,8 @@ from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
 if TYPE_CHECKING:
     from rulesched.cluster.prometheus import QueryStatus
 
+_CHILDREN_KEPT = 4096
+"""Labelled metric children found again by `Metrics._child` (verbs, codes, rules: a few dozen in practice)."""
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 CANDIDATE_BUCKETS = (1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 
@@ -31,6 +33,7 @@ class Metrics:
     """Every metric rulesched exports, registered in its own registry."""
 
     def __init__(self) -> None:
+        self._children: dict[tuple[object, ...], Any] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
@@ -148,13 +151,14 @@ class Metrics:
         self, verb: str, decision: Decision, candidates: int, failures: Mapping[tuple[str, str, bool], int]
     ) -> None:
         """Count one decision; `failures` is `decision.failures()`, counted once by the caller."""
-        self.candidates.labels(verb).observe(candidates)
+        self._child(self.candidates, verb).observe(candidates)
         if decision.deadline_exceeded:
             self.deadlines.labels(verb).inc()
-        for (rule_set, rule), count in collections.Counter((e.rule_set, e.rule) for e in decision.errors).items():
-            self.errors.labels(rule_set, rule).inc(count)
+        if decision.errors:
+            for (rule_set, rule), count in collections.Counter((e.rule_set, e.rule) for e in decision.errors).items():
+                self.errors.labels(rule_set, rule).inc(count)
         for (rule_set, rule, enforce), count in failures.items():
-            (self.rejections if enforce else self.audit).labels(rule_set, rule).inc(count)
+            self._child(self.rejections if enforce else self.audit, rule_set, rule).inc(count)
 
     def shadow_decision(self, verb: str, outcome: str, failures: Mapping[tuple[str, str, bool], int]) -> None:
         """Count one comparison with the shadow rules; `failures` is the shadow decision's `failures()`."""
@@ -164,8 +168,19 @@ class Metrics:
                 self.shadow_rejections.labels(rule_set, rule).inc(count)
 
     def request(self, verb: str, code: int, seconds: float) -> None:
-        self.requests.labels(verb, str(code)).inc()
-        self.latency.labels(verb).observe(seconds)
+        self._child(self.requests, verb, str(code)).inc()
+        self._child(self.latency, verb).observe(seconds)
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, found again without prometheus-client's checks and lock: counted on every
+        filter and prioritize call (the children are kept by the metric anyway; at most `_CHILDREN_KEPT` here)."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            if len(self._children) >= _CHILDREN_KEPT:
+                self._children.clear()
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from rulesched.extender.logformat import direct_info
 from rulesched.extender.metrics import Metrics
 from rulesched.rules.context import pod_identity
 from rulesched.rules.decision import Decision
@@ -58,7 +59,12 @@ class Observer:
         if decision.deadline_exceeded:
             fields["deadlineExceeded"] = True
         message = "%s %s/%s: %d of %d nodes passed" + (" (deadline exceeded)" if decision.deadline_exceeded else "")
-        log.info(message, verb, identity["namespace"], identity["name"], passed, candidates, extra=fields)
+        arguments = (verb, identity["namespace"], identity["name"], passed, candidates)
+        direct = direct_info(log)
+        if direct is not None:
+            direct(message % arguments, fields)
+        else:
+            log.info(message, *arguments, extra=fields)
         if log.isEnabledFor(logging.DEBUG):
             for node in decision.nodes.values():
                 log.debug("%s %s on %s", verb, identity["name"], node.name, extra={"node": node.as_dict()})

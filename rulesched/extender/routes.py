@@ -6,8 +6,8 @@ garbage collector pauses while filter and prioritize are answered (see `_no_coll
 
 Rules are evaluated in one worker thread (`Extender.evaluate`), one request at a time, so that the event
 loop keeps answering /healthz and /readyz meanwhile; a call the caches answer, or one that needs little
-evaluation (`--loop-work`), is answered on the loop, without the trip to the thread. Each request has a deadline (settings `request_deadline`), past which
-the rules not yet evaluated follow their failurePolicy.
+evaluation (`--loop-work`), is answered on the loop, without the trip to the thread. Each request has a
+deadline (settings `request_deadline`), past which the rules not yet evaluated follow their failurePolicy.
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ class Extender:
         contexts' names in their order (the request's); `now` the time the
         rules see (the current time by default). A call the caches answer (a replica, say), or that needs
         little evaluation (`--loop-work`, from the rules' estimated costs: a new pod over cheap rules), is
-        answered here; any other runs in the evaluation thread. Evaluations never overlap: the caches are not shared between
-        threads."""
+        answered here; any other runs in the evaluation thread. Evaluations never overlap: the caches are not
+        shared between threads."""
         filters, scores = kinds.get("run_filters", True), kinds.get("run_scores", True)
         distinct = kinds.get("distinct", False)
         namespace = self.namespace(pod)
