@@ -365,7 +365,7 @@ def host_priority_list(scores: Mapping[str, int]) -> list[JSON]:
     return [{"Host": host, "Score": int(score)} for host, score in scores.items()]
 
 
-_SCORE_ENDS = [b"%d}" % score for score in range(101)]
+_SCORE_ENDS = {score: b"%d}" % score for score in range(101)}
 """`<score>}` for the scores rules give (0 to 10; up to 100 kept for other ranges)."""
 
 
@@ -383,14 +383,16 @@ class HostPriorities:
         """The JSON array of `{"Host": name, "Score": score}`, name by name (scores are integers)."""
         if not names:
             return b"[]"
-        if min(scores) < 0 or max(scores) >= len(_SCORE_ENDS):  # outside the table: the general encoding
+        try:
+            ends = list(map(_SCORE_ENDS.__getitem__, scores))
+        except KeyError:  # a score outside the table: the general encoding
             return orjson.dumps(host_priority_list(dict(zip(names, scores, strict=True))))
         prefixes: list[bytes | None] = list(map(self._prefixes.get, names))
         if not all(prefixes):  # a prefix is never empty: only a missing one is false
             prefixes = [prefix or self._prefix(name) for prefix, name in zip(prefixes, names, strict=True)]
         parts: list[bytes | None] = [None] * (2 * len(prefixes))
         parts[0::2] = prefixes
-        parts[1::2] = map(_SCORE_ENDS.__getitem__, scores)
+        parts[1::2] = ends
         parts[0] = prefixes[0][1:]  # type: ignore[index]  # no None left: the first has no comma before it
         return b"[" + b"".join(parts) + b"]"  # type: ignore[arg-type]  # every part filled
 

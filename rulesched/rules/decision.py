@@ -25,6 +25,19 @@ _REASON = operator.attrgetter("reason")
 _RESOLVABLE = operator.attrgetter("resolvable")
 
 
+_FEW_TIED = 64
+"""Up to this many nodes among the best scores, `Decision.top` finds them one `list.index` at a time."""
+
+
+def _positions(values: Sequence[Any], value: Any) -> list[int]:
+    """Where `value` is in `values`, in order (a C-level scan each)."""
+    found, start = [], 0
+    for _ in range(values.count(value)):
+        start = values.index(value, start) + 1
+        found.append(start - 1)
+    return found
+
+
 def _named(verdict: NodeDecision, name: str) -> NodeDecision:
     """A node's own copy of a verdict shared by several nodes."""
     return NodeDecision(
@@ -254,10 +267,13 @@ class Decision:
         if not scores:
             return []
         # Only the nodes scored at least the `count`-th best score can be among the first: usually a few
-        # (scores are 0 to 10, often tied at the top), found with C-level passes.
-        lowest = heapq.nlargest(count, scores)[-1]
-        chosen = list(map(operator.ge, scores, itertools.repeat(lowest)))
-        first = zip(itertools.compress(names, chosen), itertools.compress(scores, chosen), strict=True)
+        # (scores are 0 to 10, often tied at the top), found with C-level scans.
+        values = set(heapq.nlargest(count, scores))
+        if sum(map(scores.count, values)) <= _FEW_TIED:
+            first = [(names[i], value) for value in values for i in _positions(scores, value)]
+        else:
+            chosen = list(map(operator.ge, scores, itertools.repeat(min(values))))
+            first = list(zip(itertools.compress(names, chosen), itertools.compress(scores, chosen), strict=True))
         return sorted(sorted(first), key=_SECOND, reverse=True)[:count]
 
     def failures(self) -> Counter[tuple[str, str, bool]]:

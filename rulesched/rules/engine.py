@@ -16,7 +16,7 @@ import math
 import operator
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from rulesched.rules import semantics
@@ -31,10 +31,13 @@ from rulesched.rules.plan import (
     WORK_NODE,
     WORK_POD,
     WORK_PROJECTION,
+    Errors,
+    Failed,
     NodeMemo,
     Plan,
     PodRequest,
     Rule,
+    Verdicts,
     node_bindings,
     projection,
     remember,
@@ -197,8 +200,8 @@ class Evaluation:
         key = plan.key(tuple(applying), *(request.key_for(r.reads_now) for r in rules if r.per_pod))
         # The key holds the plan's token: a verdict kept before a `Plan.reset` finds nothing under it.
         table = plan.filter_table(key)
-        found: list[Cached | None] = list(map(table.get, nodes))
-        if not all(found):  # `None in found` compares each tuple with None: slower
+        found: list[NodeDecision] = list(map(table.get, nodes))  # type: ignore[arg-type]  # None: checked below
+        if not all(found):  # verdicts are true: only a missing one is false
             missing = list(itertools.compress(nodes, map(operator.not_, found)))
             work(WORK_NODE * len(missing))
             candidates = _memos(plan, missing)
@@ -206,10 +209,11 @@ class Evaluation:
             taken = list(map(table.get, missing))
             if not all(taken):
                 candidates = candidates.subset([i for i, hit in enumerate(taken) if hit is None])
-                table.update(zip(candidates.nodes, self.verdicts(rules, candidates), strict=True))
-            found = list(map(table.get, nodes))
-        verdicts = _collect(found, self.decision, filters=True)  # type: ignore[arg-type]  # every None replaced
-        return list(map(_named, verdicts, map(_NAME, nodes))) if private else verdicts
+                for node, built in zip(candidates.nodes, self.verdicts(rules, candidates), strict=True):
+                    table.put(node, *built)
+            found = list(map(table.__getitem__, nodes))
+        _collect(table, found, nodes, self.decision)
+        return list(map(_named, found, map(_NAME, nodes))) if private else found
 
     def verdicts(self, rules: Sequence[Rule], candidates: Candidates) -> list[Cached]:
         """The verdicts of `candidates` (none kept yet) under the filter `rules`."""
@@ -284,7 +288,7 @@ class Evaluation:
         ranges = tuple(self.range_of(rule, nodes) if rule.min_max else None for rule in rules)
         pods = tuple(request.key_for(r.reads_now) for r in rules if r.per_pod)
         table = plan.score_table(plan.key("prioritize", tuple(r.position for r in rules), pods, ranges))
-        found = list(map(table.get, nodes))
+        found: list[NodeDecision] = list(map(table.get, nodes))  # type: ignore[arg-type]  # None: checked below
         if not all(found):
             missing = list(itertools.compress(nodes, map(operator.not_, found)))
             work(2 * WORK_NODE * len(missing))
@@ -296,9 +300,10 @@ class Evaluation:
                     for rule, score in zip(rules, verdict.scores, strict=True)
                     if score.error is not None
                 )
-                table[node] = (verdict, errors, _NONE_FAILED)
+                table.put(node, verdict, errors, _NONE_FAILED)
             found = list(map(table.__getitem__, nodes))
-        return _collect(found, self.decision, filters=False)  # type: ignore[arg-type]
+        _collect(table, found, nodes, self.decision)
+        return found
 
     def range_of(self, rule: Rule, nodes: Sequence[NodeContext]) -> tuple[float, float] | None:
         """A MinMax score rule's range over `nodes` (None: no node has a value); for a node-only rule, from the
@@ -494,34 +499,35 @@ def _score_outcome(result: Any) -> ScoreOutcome:
     return ScoreOutcome(None if error else float(result), error)
 
 
-_NONE_FAILED: frozenset[tuple[str, str, bool]] = frozenset()
+_NONE_FAILED: Failed = frozenset()
 
-Failed = frozenset[tuple[str, str, bool]]
-Cached = tuple[NodeDecision, tuple[tuple[int, RuleError], ...], Failed]
-"""A node's verdict as kept in its memo, with its errors by rule position and the (rule set, rule,
-enforced) of each filter that returned false, which `Decision.failures` counts. The sets are interned
-(`Plan.interned`): nodes failing the same way share one, and counting them is hashing a few objects."""
-_VERDICT, _ERRORS, _FAILED = itemgetter(0), itemgetter(1), itemgetter(2)
+Cached = tuple[NodeDecision, Errors, Failed]
+"""A verdict as made, with its errors by rule position and the (rule set, rule, enforced) of each filter
+that returned false, which `Decision.failures` counts (interned, `Plan.interned`): kept in `Verdicts`."""
 _RAW = attrgetter("raw")
 _NAME = attrgetter("name")
 _BINDINGS = attrgetter("bindings")
 _NODE_ONLY = attrgetter("node_only")
 
 
-def _collect(found: Sequence[Cached], decision: Decision, *, filters: bool) -> list[NodeDecision]:
-    """The verdicts, their errors added to the Decision rule by rule, node by node (the reference's order),
-    and their failed filters counted. Done with C-level loops: this runs for every candidate of every call."""
-    if any(map(_ERRORS, found)):
-        with_errors = list(itertools.compress(range(len(found)), map(_ERRORS, found)))
-        errors = [(position, index, error) for index in with_errors for position, error in found[index][1]]
+def _collect(table: Verdicts, found: Sequence[NodeDecision], nodes: Sequence[NodeContext], decision: Decision) -> None:
+    """The errors of the verdicts `found` for `nodes` in `table`, added to the Decision rule by rule, node by node
+    (the reference's order), and the filters they failed counted: C-level passes, as this runs for every
+    candidate of every call (a verdict is shared by the nodes that fare alike: each is counted once)."""
+    if table.errors:
+        errors_of = table.errors
+        with_errors = itertools.compress(range(len(nodes)), map(errors_of.__contains__, nodes))
+        errors = [(position, index, error) for index in with_errors for position, error in errors_of[nodes[index]]]
         decision.errors.extend(error for _, _, error in sorted(errors, key=lambda e: (e[0], e[1])))
     counted: Counter[tuple[str, str, bool]] = Counter()
-    if filters:
-        for failed, count in Counter(map(_FAILED, found)).items():
-            for rule in failed:
-                counted[rule] += count
+    if table.failed:
+        ids = list(map(id, found))
+        for verdict_id, (_, failed) in table.failed.items():
+            count = ids.count(verdict_id)
+            if count:
+                for rule in failed:
+                    counted[rule] += count
     decision.counted_failures = counted
-    return list(map(_VERDICT, found))
 
 
 def _firsts(keys: Sequence[Hashable]) -> Iterable[tuple[Hashable, int]]:

@@ -261,9 +261,9 @@ class Plan:
         self._interned: dict[Hashable, Any] = {}
         self.memo_of: dict[NodeContext, NodeMemo] = {}
         """Each node context's memo (contexts hash by identity: one lookup per candidate)."""
-        self.filter_tables: OrderedDict[str, dict[NodeContext, Any]] = OrderedDict()
+        self.filter_tables: OrderedDict[str, Verdicts] = OrderedDict()
         """By filter key (the last `TABLES_KEPT`): each node context's verdict."""
-        self.score_tables: OrderedDict[str, dict[NodeContext, Any]] = OrderedDict()
+        self.score_tables: OrderedDict[str, Verdicts] = OrderedDict()
         """By prioritize key (the last `TABLES_KEPT`): each node context's verdict."""
         self.ranges: dict[int, tuple[dict[NodeContext, float], dict[NodeContext, float]]] = {
             rule.slot: ({}, {}) for rule in self.node_only if rule.min_max
@@ -406,10 +406,10 @@ class Plan:
         if previous is not None and previous is not node:
             same = self.memo_of.pop(previous, None) is memo
             resampled = memo.resampled
-            for table in self.filter_tables.values():
-                _move(table, previous, node, same or (resampled and not self.filters_read_sample))
-            for table in self.score_tables.values():
-                _move(table, previous, node, same)
+            for verdicts in self.filter_tables.values():
+                verdicts.move(previous, node, same or (resampled and not self.filters_read_sample))
+            for verdicts in self.score_tables.values():
+                verdicts.move(previous, node, same)
             for position, table in self.projections.items():
                 _move(table, previous, node, same or (resampled and position not in self.sample_positions))
             for low, high in self.ranges.values():
@@ -424,17 +424,19 @@ class Plan:
         while len(self.memo_of) > MEMOS_KEPT:  # `remember`, forgetting the oldest context's entries too
             oldest = next(iter(self.memo_of))
             del self.memo_of[oldest]
-            for table in (*self.filter_tables.values(), *self.score_tables.values(), *self.projections.values()):
+            for verdicts in (*self.filter_tables.values(), *self.score_tables.values()):
+                verdicts.move(oldest, oldest, False)
+            for table in self.projections.values():
                 table.pop(oldest, None)
             for low, high in self.ranges.values():
                 low.pop(oldest, None)
                 high.pop(oldest, None)
 
-    def filter_table(self, key: str) -> dict[NodeContext, Any]:
+    def filter_table(self, key: str) -> Verdicts:
         """The filter verdicts kept under `key` (made empty when there are none)."""
         return _table(self.filter_tables, key)
 
-    def score_table(self, key: str) -> dict[NodeContext, Any]:
+    def score_table(self, key: str) -> Verdicts:
         """The prioritize verdicts kept under `key` (made empty when there are none)."""
         return _table(self.score_tables, key)
 
@@ -444,12 +446,53 @@ class Plan:
         return self.interned(repr((self.token, *parts)))
 
 
-def _table(tables: OrderedDict[str, dict[NodeContext, Any]], key: str) -> dict[NodeContext, Any]:
+Failed = frozenset[tuple[str, str, bool]]
+"""The (rule set, rule, enforced) of each filter that returned false for a verdict."""
+Errors = tuple[tuple[int, Any], ...]
+"""A verdict's rule errors, each with its rule's position."""
+
+
+class Verdicts(dict[NodeContext, Any]):
+    """One key's verdicts, by node context, and what a Decision needs besides: the errors of the nodes that
+    have some, and the filters each verdict failed. Looked up with `map(verdicts.get, nodes)`; a verdict
+    is shared by the nodes that fare alike (filters), so the failed filters are counted per verdict."""
+
+    __slots__ = ("errors", "failed")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: dict[NodeContext, Errors] = {}
+        """The nodes whose verdicts have errors (rare): their errors."""
+        self.failed: dict[int, tuple[Any, Failed]] = {}
+        """By `id` of a verdict that failed filters: the verdict (kept alive, so the id stays its) and them."""
+
+    def put(self, node: NodeContext, verdict: Any, errors: Errors, failed: Failed) -> None:
+        self.move(node, node, False)
+        self[node] = verdict
+        if errors:
+            self.errors[node] = errors
+        if failed and id(verdict) not in self.failed:
+            if len(self.failed) > 2 * len(self) + 64:  # verdicts no node has any more: kept only those still had
+                kept = set(map(id, self.values()))
+                self.failed = {key: found for key, found in self.failed.items() if key in kept}
+            self.failed[id(verdict)] = (verdict, failed)
+
+    def move(self, previous: NodeContext, node: NodeContext, holds: bool) -> None:
+        """`previous`'s verdict becomes `node`'s when it `holds` for it; it is dropped either way."""
+        verdict = self.pop(previous, None)
+        errors = self.errors.pop(previous, ()) if self.errors else ()
+        if holds and verdict is not None:
+            self[node] = verdict
+            if errors:
+                self.errors[node] = errors
+
+
+def _table(tables: OrderedDict[str, Verdicts], key: str) -> Verdicts:
     """The table kept under `key` in `tables`, made empty when there is none; the least recently used is
     dropped beyond `TABLES_KEPT`."""
     table = tables.get(key)
     if table is None:
-        table = tables[key] = {}
+        table = tables[key] = Verdicts()
         while len(tables) > TABLES_KEPT:
             tables.popitem(last=False)
     elif next(reversed(tables)) is not key:
