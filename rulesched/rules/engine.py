@@ -33,6 +33,7 @@ from rulesched.rules.plan import (
     WORK_PROJECTION,
     Errors,
     Failed,
+    Kind,
     NodeMemo,
     Plan,
     PodRequest,
@@ -207,35 +208,47 @@ class Evaluation:
             candidates = _memos(plan, missing)
             # Memos made now take over their previous context's verdicts when those hold (`Plan.keep`).
             taken = list(map(table.get, missing))
-            if not all(taken):
+            if any(taken):
                 candidates = candidates.subset([i for i, hit in enumerate(taken) if hit is None])
-                for node, built in zip(candidates.nodes, self.verdicts(rules, candidates), strict=True):
-                    table.put(node, *built)
-            found = list(map(table.__getitem__, nodes))
+            if candidates.nodes:
+                verdicts, kinds = self.verdicts(rules, candidates)
+                table.put_all(candidates.nodes, verdicts, kinds)
+                if len(verdicts) == len(nodes):  # every candidate new (a pod never seen): in their order
+                    found = verdicts
+            if not all(found):
+                found = list(map(table.__getitem__, nodes))
         _collect(table, found, nodes, self.decision)
         return list(map(_named, found, map(_NAME, nodes))) if private else found
 
-    def verdicts(self, rules: Sequence[Rule], candidates: Candidates) -> list[Cached]:
-        """The verdicts of `candidates` (none kept yet) under the filter `rules`."""
-        columns: list[Sequence[FilterOutcome]] = []
-        for rule in rules:
-            if rule.per_pod:
-                columns.append(self.per_pod_filter(rule, candidates))
-            else:
-                columns.append([memo.node_only[rule.slot] for memo in candidates.memos])  # type: ignore[index]  # kept memos have them
-        if not columns:
-            return [_verdict(self.plan, rules, ())] * len(candidates.nodes)
-        # Nodes with the same outcomes get the same verdict (no name in it: nodes share it), made once.
-        keys = list(zip(*[list(map(id, column)) for column in columns], strict=True))
-        made = {key: _verdict(self.plan, rules, [column[i] for column in columns]) for key, i in _firsts(keys)}
-        return list(map(made.__getitem__, keys))
+    def verdicts(self, rules: Sequence[Rule], candidates: Candidates) -> tuple[list[NodeDecision], list[Kind]]:
+        """The verdicts of `candidates` (none kept yet) under the filter `rules`, and each distinct one made, with
+        its errors and failed filters, after the index of a node that has it."""
+        nodes, memos = candidates
+        if not rules:
+            alone = _verdict(self.plan, rules, ())
+            return [alone[0]] * len(nodes), [(0, alone)]
+        # Nodes with the same outcomes get the same verdict (no name in it: nodes share it), made once. The
+        # node-only filters' outcomes of a node are named by its signature, kept by the plan.
+        slots = tuple(rule.slot for rule in rules if not rule.per_pod)
+        columns = {rule.position: self.per_pod_filter(rule, candidates) for rule in rules if rule.per_pod}
+        signatures = self.plan.signatures_of(slots, nodes, memos)
+        keys: Sequence[Hashable] = signatures
+        if columns:
+            keys = list(zip(signatures, *[list(map(id, column)) for column in columns.values()], strict=True))
+
+        def outcomes(i: int) -> list[FilterOutcome]:
+            results = memos[i].node_only or ()
+            return [columns[r.position][i] if r.per_pod else results[r.slot] for r in rules]
+
+        made = {key: (i, _verdict(self.plan, rules, outcomes(i))) for key, i in _firsts(keys)}
+        verdicts = {key: built[0] for key, (_, built) in made.items()}
+        return list(map(verdicts.__getitem__, keys)), list(made.values())
 
     def per_pod_filter(self, rule: Rule, candidates: Candidates) -> list[FilterOutcome]:
         plan, request = self.plan, self.request
         compiled = rule.compiled
         assert isinstance(compiled, CompiledFilter)
         grouped = self.results(rule, compiled.program, "expression", candidates)
-        names = list(map(_NAME, candidates.nodes))
         message: Program | None = compiled.message_program if grouped.full else None
         if compiled.message_program is not None and not grouped.full and any(r is False for r in grouped.values):
             message = plan.bound(compiled.message_program, rule, "message", request)
@@ -244,13 +257,15 @@ class Evaluation:
                 results = Results(
                     grouped.per_node().values, [_full_bindings(plan, shared, m) for m in candidates.memos]
                 )
+                names = list(map(_NAME, candidates.nodes))
                 return _filter_outcomes(plan, rule, names, results, compiled.message_program)
         # One outcome per group, each node given its group's (an error names its node).
-        representatives = [names[i] for i in grouped.representatives]
+        representatives = [candidates.nodes[i].name for i in grouped.representatives]
         outcomes = _filter_outcomes(plan, rule, representatives, Results(grouped.values, grouped.bindings), message)
         by_node = list(map(outcomes.__getitem__, grouped.groups))
         if any(outcome.error is not None for outcome in outcomes):
-            by_node = [o if o.error is None else _for_node(o, name) for o, name in zip(by_node, names, strict=True)]
+            named = zip(by_node, map(_NAME, candidates.nodes), strict=True)
+            by_node = [o if o.error is None else _for_node(o, name) for o, name in named]
         return by_node
 
     def results(self, rule: Rule, program: Program, kind: str, candidates: Candidates) -> Grouped:
@@ -294,13 +309,16 @@ class Evaluation:
             work(2 * WORK_NODE * len(missing))
             fresh = Decision(generation=0, applied=[], nodes={n.name: NodeDecision(n.name) for n in missing})
             self.score(rules, _memos(plan, missing), fresh, ranges)
-            for node, verdict in zip(missing, fresh.verdicts, strict=True):
+            kinds = []
+            for index, verdict in enumerate(fresh.verdicts):
                 errors = tuple(
                     (rule.position, RuleError(rule.rule_set, rule.compiled.name, verdict.name, score.error))
                     for rule, score in zip(rules, verdict.scores, strict=True)
                     if score.error is not None
                 )
-                table.put(node, verdict, errors, _NONE_FAILED)
+                if errors:
+                    kinds.append((index, (verdict, errors, _NONE_FAILED)))
+            table.put_all(missing, fresh.verdicts, kinds)
             found = list(map(table.__getitem__, nodes))
         _collect(table, found, nodes, self.decision)
         return found

@@ -47,11 +47,14 @@ prioritize key (the same, and each MinMax rule's range over the candidates), eac
 node context."""
 INTERNED_KEPT = 4096
 """Interned outcomes and memo keys per plan; the table is cleared when full."""
+SIGNATURES_KEPT = 64
+"""Node signature tables per plan: one per set of node-only filters a filter key runs (its rule sets')."""
 MEMOS_KEPT = 20_000
 """Node memos per plan: one per node name (a new context of a node replaces the memo of its previous
 one), so this only bounds the names of nodes that went away; the oldest are forgotten first."""
 
 _tokens = itertools.count(1)
+_signatures = itertools.count(1)
 K = TypeVar("K", bound=Hashable)
 H = TypeVar("H", bound=Hashable)
 V = TypeVar("V")
@@ -271,6 +274,10 @@ class Plan:
         """By node-only MinMax score rule (its slot): each node context's raw value (as in its memo, `node_only`)
         twice, for the least (+inf for a node without one) and for the greatest (-inf): a range over the
         candidates is two C-level passes."""
+        self.signatures: dict[tuple[int, ...], dict[NodeContext, int]] = {}
+        """By the slots of some node-only filters (those of a filter key): each node context's signature, a
+        number naming the outcomes they had on it; nodes with the same number had the same outcomes."""
+        self._combinations: dict[tuple[Any, ...], int] = {}
         self.projections: dict[int, dict[NodeContext, bytes]] = {}
         """By per-pod rule position: each node context's `projection` for it, interned.
 
@@ -412,6 +419,8 @@ class Plan:
                 verdicts.move(previous, node, same)
             for position, table in self.projections.items():
                 _move(table, previous, node, same or (resampled and position not in self.sample_positions))
+            for signatures in self.signatures.values():
+                _move(signatures, previous, node, same)
             for low, high in self.ranges.values():
                 low.pop(previous, None)
                 high.pop(previous, None)
@@ -428,9 +437,35 @@ class Plan:
                 verdicts.move(oldest, oldest, False)
             for table in self.projections.values():
                 table.pop(oldest, None)
+            for signatures in self.signatures.values():
+                signatures.pop(oldest, None)
             for low, high in self.ranges.values():
                 low.pop(oldest, None)
                 high.pop(oldest, None)
+
+    def signatures_of(
+        self, slots: tuple[int, ...], nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]
+    ) -> list[int]:
+        """Each node's signature for the node-only results in `slots` (its memo has them), made when missing."""
+        table = self.signatures.get(slots)
+        if table is None:
+            if len(self.signatures) >= SIGNATURES_KEPT:
+                self.signatures.clear()
+            table = self.signatures[slots] = {}
+        found: list[int | None] = list(map(table.get, nodes))
+        if None in found:
+            combinations = self._combinations
+            for index, signature in enumerate(found):
+                if signature is None:
+                    results = memos[index].node_only or ()
+                    outcomes = tuple(results[slot] for slot in slots)
+                    signature = combinations.get(outcomes)
+                    if signature is None:
+                        if len(combinations) >= INTERNED_KEPT:  # numbers are never given twice: a combination
+                            combinations.clear()  # met again gets a new one
+                        signature = combinations[outcomes] = next(_signatures)
+                    found[index] = table[nodes[index]] = signature
+        return found  # type: ignore[return-value]  # every None replaced
 
     def filter_table(self, key: str) -> Verdicts:
         """The filter verdicts kept under `key` (made empty when there are none)."""
@@ -450,6 +485,8 @@ Failed = frozenset[tuple[str, str, bool]]
 """The (rule set, rule, enforced) of each filter that returned false for a verdict."""
 Errors = tuple[tuple[int, Any], ...]
 """A verdict's rule errors, each with its rule's position."""
+Kind = tuple[int, tuple[Any, Errors, Failed]]
+"""A distinct verdict made for some nodes (with its errors and failed filters), after the index of one."""
 
 
 class Verdicts(dict[NodeContext, Any]):
@@ -466,16 +503,19 @@ class Verdicts(dict[NodeContext, Any]):
         self.failed: dict[int, tuple[Any, Failed]] = {}
         """By `id` of a verdict that failed filters: the verdict (kept alive, so the id stays its) and them."""
 
-    def put(self, node: NodeContext, verdict: Any, errors: Errors, failed: Failed) -> None:
-        self.move(node, node, False)
-        self[node] = verdict
-        if errors:
-            self.errors[node] = errors
-        if failed and id(verdict) not in self.failed:
-            if len(self.failed) > 2 * len(self) + 64:  # verdicts no node has any more: kept only those still had
-                kept = set(map(id, self.values()))
-                self.failed = {key: found for key, found in self.failed.items() if key in kept}
-            self.failed[id(verdict)] = (verdict, failed)
+    def put_all(self, nodes: Sequence[NodeContext], verdicts: Sequence[Any], kinds: Iterable[Kind]) -> None:
+        """Keep the verdicts of `nodes` (none kept yet), side by side; `kinds`: each distinct verdict with its
+        errors and failed filters, after the index of a node that has it (a verdict with errors names its
+        node: it is that node's alone)."""
+        self.update(zip(nodes, verdicts, strict=True))
+        for index, (verdict, errors, failed) in kinds:
+            if errors:
+                self.errors[nodes[index]] = errors
+            if failed and id(verdict) not in self.failed:
+                if len(self.failed) > 2 * len(self) + 64:  # verdicts no node has any more: keep those still had
+                    kept = set(map(id, self.values()))
+                    self.failed = {key: found for key, found in self.failed.items() if key in kept}
+                self.failed[id(verdict)] = (verdict, failed)
 
     def move(self, previous: NodeContext, node: NodeContext, holds: bool) -> None:
         """`previous`'s verdict becomes `node`'s when it `holds` for it; it is dropped either way."""
