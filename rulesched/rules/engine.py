@@ -9,6 +9,7 @@ rule over all the nodes that miss in one engine call.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import itertools
@@ -172,7 +173,7 @@ class Evaluation:
         if filters and scores:
             work()
             passing = [nodes[i] for i, v in enumerate(verdicts) if v.passed]
-            self.score(score_rules, _memos(plan, passing), decision)
+            self.score(score_rules, _memos(plan, passing), [decision.nodes[n.name] for n in passing])
         return decision
 
     def applying(self) -> list[int]:
@@ -307,18 +308,10 @@ class Evaluation:
         if not all(found):
             missing = list(itertools.compress(nodes, map(operator.not_, found)))
             work(2 * WORK_NODE * len(missing))
-            fresh = Decision(generation=0, applied=[], nodes={n.name: NodeDecision(n.name) for n in missing})
-            self.score(rules, _memos(plan, missing), fresh, ranges)
-            kinds = []
-            for index, verdict in enumerate(fresh.verdicts):
-                errors = tuple(
-                    (rule.position, RuleError(rule.rule_set, rule.compiled.name, verdict.name, score.error))
-                    for rule, score in zip(rules, verdict.scores, strict=True)
-                    if score.error is not None
-                )
-                if errors:
-                    kinds.append((index, (verdict, errors, _NONE_FAILED)))
-            table.put_all(missing, fresh.verdicts, kinds)
+            verdicts = list(map(NodeDecision, map(_NAME, missing)))
+            errors: list[RuleError] = []
+            self.score(rules, _memos(plan, missing), verdicts, ranges, errors)
+            table.put_all(missing, verdicts, _error_kinds(rules, missing, verdicts, errors))
             found = list(map(table.__getitem__, nodes))
         _collect(table, found, nodes, self.decision)
         return found
@@ -347,51 +340,52 @@ class Evaluation:
         self,
         rules: Sequence[Rule],
         candidates: Candidates,
-        decision: Decision,
+        verdicts: Sequence[NodeDecision],
         ranges: Sequence[tuple[float, float] | None] | None = None,
+        errors: list[RuleError] | None = None,
     ) -> None:
-        """Score `candidates` (they passed) into their verdicts in `decision`; `ranges`, when given, are each
-        MinMax rule's range over all the candidates, of which these may be only some."""
+        """Score `candidates` (they passed) into their `verdicts`, their errors added to `errors` (the Decision's
+        when None); `ranges`, when given, are each MinMax rule's range over all the candidates, of which these
+        may be only some. C-level passes where it can: after a metrics poll this runs for every candidate."""
         nodes = candidates.nodes
-        verdicts = [decision.nodes[n.name] for n in nodes]
-        totals = [0.0] * len(nodes)
+        count = len(nodes)
+        sink = self.decision.errors if errors is None else errors
+        totals: list[float] | None = None
         weights = 0.0
         for index, rule in enumerate(rules):
             compiled = rule.compiled
             assert isinstance(compiled, CompiledScore)
             outcomes = self.score_outcomes(rule, candidates)
-            decision.errors.extend(
-                RuleError(rule.rule_set, compiled.name, n.name, o.error)
-                for n, o in zip(nodes, outcomes, strict=True)
-                if o.error is not None
-            )
-            raws = [o.raw for o in outcomes]
+            raws = list(map(_RAW, outcomes))
+            failures = list(map(_ERROR, outcomes))
+            if any(failures):
+                sink.extend(
+                    RuleError(rule.rule_set, compiled.name, n.name, error)
+                    for n, error in zip(nodes, failures, strict=True)
+                    if error is not None
+                )
             if ranges is None:
                 normalized = semantics.normalize(raws, compiled.normalize)
             else:
                 normalized = _normalized(raws, compiled.normalize, ranges[index])
-            for verdict, outcome, value in zip(verdicts, outcomes, normalized, strict=True):
-                verdict.scores.append(
-                    ScoreResult(
-                        rule.rule_set,
-                        compiled.name,
-                        compiled.enforce,
-                        compiled.weight,
-                        outcome.raw,
-                        value,
-                        outcome.error,
-                    )
-                )
+            constant = (rule.rule_set, compiled.name, compiled.enforce, compiled.weight)
+            results = map(ScoreResult, *(itertools.repeat(c, count) for c in constant), raws, normalized, failures)
+            _drain(map(list.append, map(_SCORES, verdicts), results))
             if compiled.enforce:
-                weights += compiled.weight
-                totals = [t + compiled.weight * n for t, n in zip(totals, normalized, strict=True)]
-        if not weights:
-            for verdict in verdicts:
-                verdict.score = 0
+                weight = compiled.weight
+                weights += weight
+                if totals is None:  # 0.0 + x is x: as if summed from zero
+                    totals = [weight * n for n in normalized]
+                else:
+                    totals = [t + weight * n for t, n in zip(totals, normalized, strict=True)]
+        if not weights or totals is None:
+            _drain(map(setattr, verdicts, itertools.repeat("score"), itertools.repeat(0)))
             return
-        for verdict, total in zip(verdicts, totals, strict=True):
-            # semantics.round_score, inlined: it runs for every candidate of every prioritize call.
-            verdict.score = min(MAX_SCORE, max(0, math.floor(round(total / weights, 9) + 0.5)))
+        # semantics.round_score, in C-level passes: min(MAX_SCORE, max(0, floor(round(total / weights, 9) + 0.5))).
+        means = map(round, map(operator.truediv, totals, itertools.repeat(weights)), itertools.repeat(9))
+        rounded = map(math.floor, map(operator.add, means, itertools.repeat(0.5)))
+        scores = map(min, itertools.repeat(MAX_SCORE), map(max, itertools.repeat(0), rounded))
+        _drain(map(setattr, verdicts, itertools.repeat("score"), scores))
 
     def score_outcomes(self, rule: Rule, candidates: Candidates) -> list[ScoreOutcome]:
         memos = candidates.memos
@@ -523,6 +517,8 @@ Cached = tuple[NodeDecision, Errors, Failed]
 """A verdict as made, with its errors by rule position and the (rule set, rule, enforced) of each filter
 that returned false, which `Decision.failures` counts (interned, `Plan.interned`): kept in `Verdicts`."""
 _RAW = attrgetter("raw")
+_ERROR = attrgetter("error")
+_SCORES = attrgetter("scores")
 _NAME = attrgetter("name")
 _BINDINGS = attrgetter("bindings")
 _NODE_ONLY = attrgetter("node_only")
@@ -546,6 +542,25 @@ def _collect(table: Verdicts, found: Sequence[NodeDecision], nodes: Sequence[Nod
                 for rule in failed:
                     counted[rule] += count
     decision.counted_failures = counted
+
+
+def _drain(calls: Iterable[object]) -> None:
+    """Run the calls of a C-level map for their effect."""
+    collections.deque(calls, maxlen=0)
+
+
+def _error_kinds(
+    rules: Sequence[Rule], nodes: Sequence[NodeContext], verdicts: Sequence[NodeDecision], errors: Sequence[RuleError]
+) -> list[Kind]:
+    """The verdicts scored with `errors`, each with its node's errors by rule position (as `Verdicts` keeps them)."""
+    if not errors:
+        return []
+    position = {(rule.rule_set, rule.compiled.name): rule.position for rule in rules}
+    index = {node.name: i for i, node in enumerate(nodes)}
+    by_node: dict[int, list[tuple[int, RuleError]]] = {}
+    for error in errors:
+        by_node.setdefault(index[error.node or ""], []).append((position[error.rule_set, error.rule], error))
+    return [(i, (verdicts[i], tuple(found), _NONE_FAILED)) for i, found in by_node.items()]
 
 
 def _firsts(keys: Sequence[Hashable]) -> Iterable[tuple[Hashable, int]]:
