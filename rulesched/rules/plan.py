@@ -53,6 +53,9 @@ MEMOS_KEPT = 20_000
 """Node memos per plan: one per node name (a new context of a node replaces the memo of its previous
 one), so this only bounds the names of nodes that went away; the oldest are forgotten first."""
 
+_KEYS = json.JSONEncoder(sort_keys=True, default=str)
+"""Pod keys' encoder, made once (`json.dumps` with options makes one per call)."""
+_PROJECTIONS = json.JSONEncoder(default=str)
 _tokens = itertools.count(1)
 _signatures = itertools.count(1)
 K = TypeVar("K", bound=Hashable)
@@ -209,7 +212,7 @@ def projection(rule: Rule, node: NodeContext) -> bytes:
             ("recent", pods.recent),
         )
     ]
-    return json.dumps(values, default=str).encode()
+    return _PROJECTIONS.encode(values).encode()
 
 
 def _union(paths: Iterable[Paths], name: str) -> frozenset[Path]:
@@ -314,7 +317,7 @@ class Plan:
             view = namespace_view(pod, namespace)
             values["namespaceObject"] = trim(view, self.namespace_paths) if self.namespace_paths else view
         parts = [trimmed, values.get("requests"), values.get("namespaceObject")]
-        key = json.dumps(parts, sort_keys=True, default=str).encode()
+        key = _KEYS.encode(parts).encode()
         return PodRequest(values, key, now)
 
     def bound(self, program: Program, rule: Rule, kind: str, request: PodRequest) -> Program | None:

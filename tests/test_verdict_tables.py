@@ -1,0 +1,132 @@
+"""The plan's verdict tables and what the extender builds from a Decision: bounded, moved with their node,
+scored exactly as the reference evaluation, and evaluated on the event loop only within its budget."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+
+from rulesched.extender.wire import HostPriorities, host_priority_list
+from rulesched.rules import reference
+from rulesched.rules.cel import make_engine
+from rulesched.rules.decision import Decision, NodeDecision, RuleError
+from rulesched.rules.engine import evaluate
+from rulesched.rules.plan import NeedsEvaluationError, Verdicts, within
+from tests.builders import NOW, load_spec, make_context, make_node, make_pod
+
+
+def test_the_failed_filters_of_verdicts_no_node_has_any_more_are_forgotten() -> None:
+    table = Verdicts()
+    node = make_context(make_node("node-a"))
+    for round_ in range(500):  # the node fails a new way each time (a rule error names it, say)
+        verdict = NodeDecision("", passed=False, reason=f"reason {round_}")
+        table.move(node, node, False)
+        table.put_all([node], [verdict], [(0, (verdict, (), frozenset({("rs", f"rule-{round_}", True)})))])
+        assert len(table.failed) <= 2 * len(table) + 65
+    assert table[node].reason == "reason 499"
+
+
+def test_a_replaced_node_context_takes_its_verdict_and_errors_along_only_when_they_hold() -> None:
+    table = Verdicts()
+    old, new, newer = (make_context(make_node("node-a", labels={"v": str(v)})) for v in range(3))
+    verdict = NodeDecision("", passed=False, reason="no")
+    errors = ((0, RuleError("rs", "rule", "node-a", "boom")),)
+    table.put_all([old], [verdict], [(0, (verdict, errors, frozenset()))])
+    table.move(old, new, True)
+    assert (old in table, table[new], table.errors) == (False, verdict, {new: errors})
+    table.move(new, newer, False)
+    assert (dict(table), table.errors) == ({}, {})
+
+
+INFINITE_SPEC = """
+scores:
+- name: odd
+  expression: >-
+    node.metadata.name == 'node-0' ? 1.0 / 0.0
+    : (node.metadata.name == 'node-1' ? double(node.metadata.labels['missing'])
+    : double(size(node.metadata.name)) * (node.metadata.name == 'node-2' ? -1.0 : 1.0))
+"""
+
+
+@pytest.mark.parametrize(
+    "names", [["node-0", "node-1", "node-2", "node-33"], ["node-0", "node-1"], ["node-1", "node-33"], ["node-1"]]
+)
+def test_prioritize_ranges_over_infinite_values_and_nodes_without_one_are_the_reference_s(
+    tmp_path: Path, names: list[str]
+) -> None:
+    book = load_spec(tmp_path, make_engine("cpp"), INFINITE_SPEC)
+    nodes = [make_context(make_node(name)) for name in names]
+    pod = make_pod("web")
+    expected = reference.evaluate(book, pod, nodes, now=NOW, run_filters=False)
+    for _ in range(2):  # computed, then from the tables
+        assert evaluate(book, pod, nodes, now=NOW, run_filters=False) == expected
+
+
+LOOP_SPEC = """
+matchConditions:
+- name: not-system
+  expression: pod.metadata.namespace != 'kube-system'
+filters:
+- name: named
+  expression: node.metadata.name != ''
+- name: same-app
+  expression: "!('app' in pod.metadata.labels) || node.metadata.name != pod.metadata.labels['app']"
+scores:
+- name: name-length
+  expression: double(size(node.metadata.name))
+"""
+
+
+@pytest.mark.parametrize("filters", [True, False], ids=["filter", "prioritize"])
+def test_a_new_pod_over_cheap_rules_is_evaluated_within_the_loop_budget_and_a_costly_call_is_not(
+    tmp_path: Path, filters: bool
+) -> None:
+    book = load_spec(tmp_path, make_engine("cpp"), LOOP_SPEC)
+    nodes = [make_context(make_node(f"node-{i}")) for i in range(50)]
+    kinds = {"run_filters": filters, "run_scores": not filters}
+    evaluate(book, make_pod("first"), nodes, now=NOW, **kinds)  # the nodes' memos made
+    pod = make_pod("second", labels={"app": "node-3"})  # a pod key never seen: its rules must run
+    with within(2000):
+        found = evaluate(book, pod, nodes, now=NOW, **kinds)
+    assert found == reference.evaluate(book, pod, nodes, now=NOW, **kinds)
+    third = make_pod("third", labels={"app": "node-4"})
+    with within(1), pytest.raises(NeedsEvaluationError):
+        evaluate(book, third, nodes, now=NOW, **kinds)
+    # What was kept before it stopped is complete results only: the call, made again, is the reference's.
+    assert evaluate(book, third, nodes, now=NOW, **kinds) == reference.evaluate(book, third, nodes, now=NOW, **kinds)
+    fresh = [make_context(make_node(f"new-{i}")) for i in range(50)]  # 50 memos to make: past 2000 µs
+    with within(2000), pytest.raises(NeedsEvaluationError):
+        evaluate(book, pod, fresh, now=NOW, **kinds)
+
+
+def test_prioritize_answers_are_encoded_as_the_general_encoding_would() -> None:
+    rng = random.Random(7)
+    encoder = HostPriorities(kept=8)  # fewer than the names: the kept parts are forgotten and made again
+    for _ in range(50):
+        names = [rng.choice(["node-", 'n"q\\', "nœud-", "\u2028x-"]) + str(i) for i in range(rng.randint(0, 20))]
+        scores = [rng.choice([0, 5, 10, 100]) for _ in names]
+        assert encoder.encode(names, scores) == orjson.dumps(host_priority_list(dict(zip(names, scores, strict=True))))
+    for odd in (-1, 101, 10**12):  # outside the encoded parts: encoded the general way
+        assert encoder.encode(["a", "b"], [3, odd]) == orjson.dumps(
+            [{"Host": "a", "Score": 3}, {"Host": "b", "Score": odd}]
+        )
+
+
+def test_a_filter_outcome_splits_reasons_by_resolvable_in_candidate_order() -> None:
+    verdicts = {
+        "a": NodeDecision("a", passed=False, reason="r-a", resolvable=True),
+        "b": NodeDecision("b"),
+        "c": NodeDecision("c", passed=False, reason="r-c"),
+        "d": NodeDecision("d", passed=False, reason="r-d", resolvable=True),
+        "e": NodeDecision("e", passed=False, reason="r-e"),
+    }
+    passed, failed, unresolvable = Decision(1, [], verdicts).outcome()
+    assert (passed, list(failed.items()), list(unresolvable.items())) == (
+        ["b"],
+        [("a", "r-a"), ("d", "r-d")],
+        [("c", "r-c"), ("e", "r-e")],
+    )
+    assert Decision(1, [], {"b": NodeDecision("b")}).outcome() == (["b"], {}, {})
