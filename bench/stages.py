@@ -7,7 +7,8 @@ set, as files) and times, for filter and for prioritize, the stages a request go
 body has arrived: decoding the body (`wire.decode`: orjson and the top-level keys), validating it (the
 rest of `wire.ExtenderArgs.parse`: the pod, the names are strings, their count, no name twice), finding
 the candidates' node contexts (`NodeContexts.for_names`), evaluating the rules (`engine.evaluate`: memo
-lookups for a replica, evaluations for a new pod), encoding the answer, and observing the decision (the
+lookups for a replica, evaluations for a new pod), making and encoding the answer (the names that passed
+and the reasons of the others; the scores), and observing the decision (the
 decision log line, JSON on stderr, and the Prometheus counters). What is left of a request's latency, the
 HTTP server and the framework, is what `bench/http_floor.py` measures. Medians in microseconds over
 `--count` pods (bounded: at most 60 s).
@@ -61,19 +62,29 @@ def one_verb(extender: Any, body: bytes, verb: str, samples: dict[str, list[floa
     decision = timed(
         samples,
         "evaluate",
-        lambda: evaluate(book, args.pod, contexts, run_filters=filters, run_scores=not filters, namespace=namespace),
-    )
+        lambda: evaluate(
+            book, args.pod, contexts, run_filters=filters, run_scores=not filters, namespace=namespace,
+            distinct=True, names=args.node_names,
+        ),
+    )  # fmt: skip
     names = len(args.node_names or ())
     if filters:
-        failed = {n.name: n.reason or "" for n in decision.nodes.values() if not n.passed}
-        timed(samples, "encode", lambda: orjson.dumps(wire.filter_result(None, decision.passed, {}, failed)))
-        passed: list[str] = decision.passed
-        timed(samples, "observe", lambda: extender.observer.decision("filter", args.pod, decision, names, 0.001))
+        outcome: list[Any] = []  # the answer's parts, made in the timed stage as the server makes them
+
+        def encode() -> bytes:
+            outcome[:] = decision.outcome()
+            return orjson.dumps(wire.filter_result(None, *outcome))
+
+        timed(samples, "encode", encode)
+        passed: list[str] = outcome[0]
+        observe = extender.observer.decision
+        timed(samples, "observe", lambda: observe("filter", args.pod, decision, names, 0.001, passed=len(passed)))
         return passed
-    answer = [{"Host": name, "Score": node.score or 0} for name, node in decision.nodes.items()]
-    timed(samples, "encode", lambda: orjson.dumps(answer))
-    timed(samples, "observe", lambda: extender.observer.decision("prioritize", args.pod, decision, names, 0.001))
-    return list(decision.nodes)
+    found = decision.names
+    timed(samples, "encode", lambda: extender.priorities.encode(found, decision.scores()))
+    observe = extender.observer.decision
+    timed(samples, "observe", lambda: observe("prioritize", args.pod, decision, names, 0.001, passed=len(found)))
+    return list(found)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
