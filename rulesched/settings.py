@@ -106,7 +106,8 @@ class Settings(BaseSettings):
     cel-expr-python keeps inside it for every program evaluated against it."""
     refresh_ahead: bool = True
     """After a metrics poll or a rules reload, make the contexts and node-only results of the nodes last asked
-    about again on the event loop, a few at a time between requests, so that the next request finds them."""
+    about again on the event loop, a few at a time between requests, then the verdicts of the last prioritize
+    call, so that the next request finds them."""
     thread_candidates: int = Field(2000, ge=0)
     """Requests with more candidates than this have their node contexts built in the evaluation thread, so
     that the event loop keeps answering health checks meanwhile."""

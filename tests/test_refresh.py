@@ -23,10 +23,11 @@ from tests.server import running_server
 POD = json.loads((EXAMPLES / "pod.json").read_text())
 CANDIDATES = ["node-a", "node-b", "node-e"]
 _REFRESHED = re.compile(r"^rulesched_refreshed_nodes_total (\S+)$", re.MULTILINE)
+_CALLS = re.compile(r"^rulesched_refreshed_calls_total (\S+)$", re.MULTILINE)
 
 
-def refreshed(client: httpx.Client) -> float:
-    found = _REFRESHED.search(client.get("/metrics").text)
+def refreshed(client: httpx.Client, counter: re.Pattern[str] = _REFRESHED) -> float:
+    found = counter.search(client.get("/metrics").text)
     assert found is not None
     return float(found.group(1))
 
@@ -53,12 +54,14 @@ def test_a_metrics_poll_makes_the_nodes_last_asked_about_ready_before_the_next_r
         assert client.post("/filter", json=names(CANDIDATES)).json()["NodeNames"] == CANDIDATES
         before = scores(client)
         assert before["node-a"] > before["node-b"]  # node-a is the idlest (250m against 1500m)
-        count = refreshed(client)
+        count, calls = refreshed(client), refreshed(client, _CALLS)
         api.set_usage("node-a", "3", "1Gi")
         if refresh_ahead:
             wait_for(lambda: refreshed(client) >= count + len(CANDIDATES), what="the nodes made ready")
+            # The last prioritize call evaluated again: the next one with its candidates finds its verdicts.
+            wait_for(lambda: refreshed(client, _CALLS) > calls, what="the last prioritize call made again")
         else:
             time.sleep(1.0)  # five polls
-            assert refreshed(client) == count
+            assert (refreshed(client), refreshed(client, _CALLS)) == (count, calls)
         after = scores(client)
     assert after["node-a"] < after["node-b"], "the answer after the poll does not follow the new sample"

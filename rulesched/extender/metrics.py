@@ -66,6 +66,11 @@ class Metrics:
             "Nodes made ready ahead of requests after a metrics poll or a rules reload",
             registry=r,
         )
+        self.refreshed_calls = Counter(
+            "rulesched_refreshed_calls",
+            "Prioritize calls evaluated again ahead of requests after a metrics poll or a rules reload (the last one)",
+            registry=r,
+        )
         self.reloads = Counter(
             "rulesched_reloads", "Rule reloads by result (loaded, unchanged, rejected)", ["result"], registry=r
         )

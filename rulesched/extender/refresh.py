@@ -9,6 +9,12 @@ contexts and node-only results of the nodes last asked about again (`NodeContext
 `engine.prepare`), `CHUNK` nodes at a time, each step run on the loop only while no evaluation is under
 way in the evaluation thread (the caches are never shared between threads): a request that arrives
 meanwhile waits for one step at most (about a millisecond), and finds done what was done.
+
+Then the last prioritize call is evaluated again, as a request would (its pod, its candidates), so that
+its verdicts under the new samples are kept: a prioritize verdict holds a node's score, made for the
+range of the candidates' raw values, which a poll changes. The next call with those candidates (the
+next replica, say) finds them; one with others computes its own. Like a request, it is evaluated on the
+loop only within `--loop-work`.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from collections.abc import Hashable, Sequence
 
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.routes import Extender
-from rulesched.rules.engine import prepare
+from rulesched.rules.engine import evaluate, prepare
+from rulesched.rules.plan import NeedsEvaluationError, within
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +71,9 @@ class Refresher:
         contexts = self.extender.contexts
         stale = contexts.take_stale()
         names = list(dict.fromkeys(contexts.current_names() + stale)) if reloaded else stale
-        return await self._refresh(names)
+        done = await self._refresh(names)
+        await self._prioritize_again()
+        return done
 
     async def _refresh(self, names: Sequence[str]) -> int:
         done = 0
@@ -79,3 +88,24 @@ class Refresher:
         if self.metrics is not None and done:
             self.metrics.refreshed.inc(done)
         return done
+
+    async def _prioritize_again(self) -> None:
+        """The last prioritize call evaluated again (nothing answered, logged or counted but this)."""
+        extender = self.extender
+        last = extender.last_prioritize
+        if last is None:
+            return
+        while extender.evaluating:
+            await asyncio.sleep(0.001)
+        pod, names = last
+        found, unknown = extender.contexts.for_names(names)
+        if unknown:
+            return
+        try:
+            with within(extender.settings.loop_work):
+                evaluate(extender.book(), pod, found, run_filters=False, distinct=True, names=names,
+                         namespace=extender.namespace(pod))  # fmt: skip
+        except NeedsEvaluationError:
+            return  # more than a request may do on the loop: the next call computes its own
+        if self.metrics is not None:
+            self.metrics.refreshed_calls.inc()

@@ -97,6 +97,8 @@ class Extender:
         self.recorder: Recorder | None = None
         self.priorities = wire.HostPriorities(_ENCODED_HOSTS)
         """Prioritize answers, each host's part encoded once."""
+        self.last_prioritize: tuple[Mapping[str, Any], list[str]] | None = None
+        """The last names-mode prioritize call's pod and candidates, which `--refresh-ahead` evaluates again."""
 
     def deadline(self) -> float:
         """The deadline of a request that starts now, as a `time.monotonic()` value."""
@@ -423,6 +425,8 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
         )  # fmt: skip
         names, scores = decision.names, decision.scores()
         extender.reserve(args.pod, names, scores)
+        if args.node_names is not None and not unknown:
+            extender.last_prioritize = (args.pod, args.node_names)
         if len(names) == len(args.names):  # every candidate evaluated, in the request's order
             response = _encoded(extender.priorities.encode(names, scores))
         else:
