@@ -199,7 +199,7 @@ class Evaluation:
         scoring step may fill in. When every candidate has its verdict, this is one lookup per node."""
         plan, request = self.plan, self.request
         rules = [r for i in applying for r in plan.filters[i]]
-        key = plan.key(tuple(applying), *(request.key_for(r.reads_now) for r in rules if r.per_pod))
+        key = plan.key(tuple(applying), *(request.rule_key(r) for r in rules if r.per_pod))
         # The key holds the plan's token: a verdict kept before a `Plan.reset` finds nothing under it.
         table = plan.filter_table(key)
         found: list[NodeDecision] = list(map(table.get, nodes))  # type: ignore[arg-type]  # None: checked below
@@ -302,7 +302,7 @@ class Evaluation:
         kept for the node under that key is reused."""
         plan, request = self.plan, self.request
         ranges = tuple(self.range_of(rule, nodes) if rule.min_max else None for rule in rules)
-        pods = tuple(request.key_for(r.reads_now) for r in rules if r.per_pod)
+        pods = tuple(request.rule_key(r) for r in rules if r.per_pod)
         table = plan.score_table(plan.key("prioritize", tuple(r.position for r in rules), pods, ranges))
         found: list[NodeDecision] = list(map(table.get, nodes))  # type: ignore[arg-type]  # None: checked below
         if not all(found):
@@ -391,7 +391,7 @@ class Evaluation:
         memos = candidates.memos
         if not rule.per_pod:
             return list(map(operator.itemgetter(rule.slot), map(_NODE_ONLY, memos)))
-        key: Hashable = (rule.position, self.request.key_for(rule.reads_now))
+        key: Hashable = (rule.position, self.request.rule_key(rule))
         found: list[ScoreOutcome | None] = [m.per_pod.get(key) for m in memos]
         missing = [i for i, hit in enumerate(found) if hit is None]
         if missing:

@@ -109,9 +109,29 @@ class PodRequest:
     values: Mapping[str, Any]
     key: bytes
     now: datetime.datetime
+    rule_keys: dict[int, bytes] = field(default_factory=dict, compare=False)
+    """By rule position: `rule_key`'s, made once per request."""
 
     def key_for(self, reads_now: bool) -> Hashable:
         return (self.key, self.now) if reads_now else self.key
+
+    def rule_key(self, rule: Rule) -> Hashable:
+        """What identifies this pod to one per-pod rule: exactly the pod fields, requests and namespace
+        fields that rule reads (and the time, when it reads it). Two pods alike there get the same results
+        from it, whatever else differs (a new namespace, say, that only a match condition reads)."""
+        key = self.rule_keys.get(rule.position)
+        if key is None:
+            compiled, values = rule.compiled, self.values
+            reads, paths = compiled.reads, compiled.paths
+            parts = [
+                trim(values["pod"], paths.get("pod", ())) if "pod" in reads else None,
+                values.get("requests") if "requests" in reads else None,
+                trim(values.get("namespaceObject"), paths.get("namespaceObject", ()))
+                if "namespaceObject" in reads
+                else None,
+            ]
+            key = self.rule_keys[rule.position] = _KEYS.encode(parts).encode()
+        return (key, self.now) if rule.reads_now else key
 
 
 class NeedsEvaluationError(Exception):
@@ -322,7 +342,7 @@ class Plan:
 
     def bound(self, program: Program, rule: Rule, kind: str, request: PodRequest) -> Program | None:
         """`program` bound to the pod's values, compiled once per pod key; None if it cannot be bound."""
-        key = (rule.position, kind, request.key_for(rule.reads_now))
+        key = (rule.position, kind, request.rule_key(rule))
         if key in self._bound:
             self._bound.move_to_end(key)
             return self._bound[key]
