@@ -355,9 +355,10 @@ def run_scenario(clients: Mapping[str, Client], servers: Sequence[Server], nodes
 MODES = ("names", "full")
 POD_KINDS = ("replica", "new", "cold")
 """replica: replicas of one workload. new: each pod from a workload never seen (in a known namespace and
-zone, as most new workloads are). cold: a new workload in a namespace never seen, so that every field
-the rules read (the founding example's match condition reads the namespace) is new: nothing memoized
-for a pod applies, which is the worst case for a caching extender."""
+zone, as most new workloads are). cold: a new workload in a namespace never seen, so that the pod key
+(every field the book reads: the founding example's match condition reads the namespace) is new and
+its match conditions run again; a per-pod rule still finds what it computed for a pod alike in the
+fields it reads itself (the zone rule: one of three zones)."""
 
 
 def pod_stream(workload: Workload, kind: str, workloads: Iterator[int]) -> Iterator[JSON]:
