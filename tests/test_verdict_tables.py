@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from rulesched.extender.wire import HostPriorities, host_priority_list
 from rulesched.rules import reference
 from rulesched.rules.cel import make_engine
+from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision, NodeDecision, RuleError
 from rulesched.rules.engine import evaluate
 from rulesched.rules.plan import NeedsEvaluationError, Verdicts, within
@@ -86,20 +88,26 @@ def test_a_new_pod_over_cheap_rules_is_evaluated_within_the_loop_budget_and_a_co
 ) -> None:
     book = load_spec(tmp_path, make_engine("cpp"), LOOP_SPEC)
     nodes = [make_context(make_node(f"node-{i}")) for i in range(50)]
-    kinds = {"run_filters": filters, "run_scores": not filters}
-    evaluate(book, make_pod("first"), nodes, now=NOW, **kinds)  # the nodes' memos made
+
+    def fast(pod: dict[str, Any], candidates: list[NodeContext]) -> Decision:
+        return evaluate(book, pod, candidates, now=NOW, run_filters=filters, run_scores=not filters)
+
+    def plain(pod: dict[str, Any]) -> Decision:
+        return reference.evaluate(book, pod, nodes, now=NOW, run_filters=filters, run_scores=not filters)
+
+    fast(make_pod("first"), nodes)  # the nodes' memos made
     pod = make_pod("second", labels={"app": "node-3"})  # a pod key never seen: its rules must run
     with within(2000):
-        found = evaluate(book, pod, nodes, now=NOW, **kinds)
-    assert found == reference.evaluate(book, pod, nodes, now=NOW, **kinds)
+        found = fast(pod, nodes)
+    assert found == plain(pod)
     third = make_pod("third", labels={"app": "node-4"})
     with within(1), pytest.raises(NeedsEvaluationError):
-        evaluate(book, third, nodes, now=NOW, **kinds)
+        fast(third, nodes)
     # What was kept before it stopped is complete results only: the call, made again, is the reference's.
-    assert evaluate(book, third, nodes, now=NOW, **kinds) == reference.evaluate(book, third, nodes, now=NOW, **kinds)
+    assert fast(third, nodes) == plain(third)
     fresh = [make_context(make_node(f"new-{i}")) for i in range(50)]  # 50 memos to make: past 2000 µs
     with within(2000), pytest.raises(NeedsEvaluationError):
-        evaluate(book, pod, fresh, now=NOW, **kinds)
+        fast(pod, fresh)
 
 
 def test_prioritize_answers_are_encoded_as_the_general_encoding_would() -> None:

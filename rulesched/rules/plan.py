@@ -1,13 +1,19 @@
 """How the fast engine evaluates one RuleBook: what each rule depends on, and the caches that follow.
 
 DESIGN.md §4. A rule reading only `node`, `metrics` and `allocatable` (node-only) has one result per
-node version and rule book, computed the first time the node is a candidate and kept in the
-NodeContext. A rule reading `pod`, `requests` or `now` (per pod) is evaluated per pod, memoized by a
-key made of exactly the pod fields the book's rules read, so replicas of a workload are lookups. Each
+node version and rule book, computed the first time the node is a candidate and kept in the node's
+memo (`NodeMemo`, one per node context, owned by the plan). A rule reading `pod`, `requests` or `now`
+(per pod) is evaluated per pod, memoized by a key made of exactly the pod fields that rule reads
+(`PodRequest.rule_key`), so replicas of a workload, and pods alike in those fields, are lookups. Each
 node's engine values are converted once per version, trimmed to the node fields the rules read, and
 per-pod rules are bound to the pod (`Program.bind`) so that these per-node values serve every pod.
 Nodes that look the same to a per-pod rule (equal projections: the same zone label, say) share one
 evaluation, so a pod never seen before costs one evaluation per distinct projection, not per node.
+
+Verdicts are kept in tables by key (`Verdicts`: a filter key, a prioritize key), each a verdict per node
+context; a filter verdict names no node, so the nodes that fare alike share one. A newer context of a
+node takes its previous one's entries over where they hold (`Plan.keep`), and a call's verdicts are one
+lookup per candidate.
 """
 
 from __future__ import annotations
