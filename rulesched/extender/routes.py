@@ -13,13 +13,12 @@ deadline (settings `request_deadline`), past which the rules not yet evaluated f
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import functools
 import gc
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -27,7 +26,7 @@ from typing import Any, TypeVar
 import orjson
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from rulesched.cluster import Cluster
@@ -164,20 +163,29 @@ class Extender:
     async def body(self, request: Request) -> bytes:
         """The whole body, at most `--max-body-bytes`, arrived within `--body-timeout`."""
         limit = self.settings.max_body_bytes
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > limit:
-            raise BodyTooLargeError
+        for name, value in request.scope["headers"]:  # ASGI: names in lower case; read as they are, not parsed
+            if name == b"content-length":
+                if value.isdigit() and int(value) > limit:
+                    raise BodyTooLargeError
+                break
+        receive = request.receive
         chunks, size = [], 0
         try:
             async with asyncio.timeout(self.settings.body_timeout):
-                async for chunk in request.stream():
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        raise ClientDisconnect
+                    chunk = message.get("body", b"")
                     size += len(chunk)
                     if size > limit:
                         raise BodyTooLargeError
                     chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
         except TimeoutError:
             raise BodyTimeoutError from None
-        return b"".join(chunks)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def args(self, body: bytes) -> wire.ExtenderArgs:
         return wire.ExtenderArgs.parse(body, self.settings.max_candidates, self.texts)
@@ -314,8 +322,7 @@ class Extender:
 Resume = Callable[..., Response]
 
 
-@contextlib.contextmanager
-def _no_collection() -> Iterator[Resume]:
+class _NoCollection:
     """No garbage collection while a request is answered; it resumes once the answer is sent.
 
     Decoding a request allocates up to millions of objects (full mode), each of which counts toward
@@ -328,20 +335,24 @@ def _no_collection() -> Iterator[Resume]:
     (`garbage`: the decoded request, say) is freed then too: in full mode that is millions of objects, whose
     freeing would otherwise delay the answer by milliseconds.
     """
-    gc.disable()
-    deferred = False
+
+    __slots__ = ("deferred",)
+
+    def __init__(self) -> None:
+        self.deferred = False
+
+    def __enter__(self) -> Resume:
+        gc.disable()
+        return self.resume_after
 
     def resume_after(
-        response: Response, garbage: list[object] | None = None, then: Callable[[], None] | None = None
+        self, response: Response, garbage: list[object] | None = None, then: Callable[[], None] | None = None
     ) -> Response:
-        nonlocal deferred
-        response.background, deferred = BackgroundTask(_resume_collection, garbage or [], then), True
+        response.background, self.deferred = BackgroundTask(_resume_collection, garbage or [], then), True
         return response
 
-    try:
-        yield resume_after
-    finally:
-        if not deferred:
+    def __exit__(self, *failure: object) -> None:
+        if not self.deferred:
             gc.enable()
 
 
@@ -357,14 +368,19 @@ async def _resume_collection(garbage: list[object], then: Callable[[], None] | N
         then()
 
 
-@contextlib.contextmanager
-def _answering(extender: Extender) -> Iterator[None]:
+class _Answering:
     """A filter or prioritize call is being answered: the shadow and recording threads wait meanwhile."""
-    extender.idle.busy()
-    try:
-        yield
-    finally:
-        extender.idle.done()
+
+    __slots__ = ("idle",)
+
+    def __init__(self, extender: Extender) -> None:
+        self.idle = extender.idle
+
+    def __enter__(self) -> None:
+        self.idle.busy()
+
+    def __exit__(self, *failure: object) -> None:
+        self.idle.done()
 
 
 def _now(extender: Extender) -> datetime.datetime | None:
@@ -375,7 +391,7 @@ def _now(extender: Extender) -> datetime.datetime | None:
 async def filter_verb(extender: Extender, request: Request) -> Response:
     deadline = extender.deadline()
     body = await extender.body(request)
-    with _answering(extender), _no_collection() as resume_after:
+    with _Answering(extender), _NoCollection() as resume_after:
         args = extender.args(body)
         started = time.perf_counter()
         book, now = extender.book(), _now(extender)
@@ -412,7 +428,7 @@ def _filter_answer(
 async def prioritize_verb(extender: Extender, request: Request) -> Response:
     deadline = extender.deadline()
     body = await extender.body(request)
-    with _answering(extender), _no_collection() as resume_after:
+    with _Answering(extender), _NoCollection() as resume_after:
         args = extender.args(body)
         started = time.perf_counter()
         book, now = extender.book(), _now(extender)

@@ -25,7 +25,7 @@ import json
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -174,16 +174,22 @@ class _Mode(threading.local):
 _mode = _Mode()
 
 
-@contextlib.contextmanager
-def within(budget: float) -> Iterator[None]:
+class within:  # noqa: N801  (used as a function: `with within(budget):`)
     """Evaluations in this block may compute about `budget` microseconds of estimated work (`work`), from the
     rules' estimated costs: before a step that would go past it they raise `NeedsEvaluationError`, so that
     what they kept in the caches is only complete results. The extender evaluates a call within its
-    `--loop-work` on its event loop, and runs the others in its evaluation thread."""
-    _mode.budget = budget
-    try:
-        yield
-    finally:
+    `--loop-work` on its event loop, and runs the others in its evaluation thread. (A class, not a
+    generator: entered on every call the extender answers.)"""
+
+    __slots__ = ("budget",)
+
+    def __init__(self, budget: float) -> None:
+        self.budget = budget
+
+    def __enter__(self) -> None:
+        _mode.budget = self.budget
+
+    def __exit__(self, *failure: object) -> None:
         _mode.budget = None
 
 

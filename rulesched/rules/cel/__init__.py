@@ -18,8 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -94,19 +93,26 @@ class Expiry:
 _clock = _Clock()
 
 
-@contextmanager
-def deadline(at: float | None) -> Iterator[Expiry]:
+class deadline:  # noqa: N801  (used as a function: `with deadline(at) as expiry:`)
     """Evaluations in this thread give up past `at` (a `time.monotonic()` value): each program not yet
     started fails at once with `DEADLINE_MESSAGE`, and celpy stops one in progress. The `Expiry` given
-    tells, once the block ends, whether that happened."""
-    previous = _clock.deadline, _clock.expired
-    _clock.deadline, _clock.expired = at, False
-    expiry = Expiry()
-    try:
-        yield expiry
-    finally:
-        expiry.expired = _clock.expired
-        _clock.deadline, _clock.expired = previous
+    tells, once the block ends, whether that happened. (A class, not a generator: entered on every call.)"""
+
+    __slots__ = ("at", "expiry", "previous")
+
+    def __init__(self, at: float | None) -> None:
+        self.at = at
+        self.expiry = Expiry()
+        self.previous: tuple[float | None, bool] = (None, False)
+
+    def __enter__(self) -> Expiry:
+        self.previous = _clock.deadline, _clock.expired
+        _clock.deadline, _clock.expired = self.at, False
+        return self.expiry
+
+    def __exit__(self, *failure: object) -> None:
+        self.expiry.expired = _clock.expired
+        _clock.deadline, _clock.expired = self.previous
 
 
 def past_deadline() -> bool:
