@@ -38,13 +38,6 @@ def _positions(values: Sequence[Any], value: Any) -> list[int]:
     return found
 
 
-def _named(verdict: NodeDecision, name: str) -> NodeDecision:
-    """A node's own copy of a verdict shared by several nodes."""
-    return NodeDecision(
-        name, verdict.passed, verdict.reason, verdict.resolvable, verdict.filters, list(verdict.scores), verdict.score
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class FilterResult:
     rule_set: str
@@ -101,6 +94,13 @@ class NodeDecision:
     filters: list[FilterResult] = field(default_factory=list)
     scores: list[ScoreResult] = field(default_factory=list)
     score: int | None = None
+
+    def named(self, name: str) -> NodeDecision:
+        """This verdict as `name`'s own copy, which scoring may fill in; its filter outcomes stay shared
+        (never changed once made). Filter verdicts are shared by the nodes that fare alike."""
+        return NodeDecision(
+            name, self.passed, self.reason, self.resolvable, self.filters, list(self.scores), self.score
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -192,7 +192,7 @@ class Decision:
         node's own, named)."""
         if self._nodes is None:
             if self._shared:
-                self.verdicts = list(map(_named, self.verdicts, self.names))
+                self.verdicts = list(map(NodeDecision.named, self.verdicts, self.names))
                 self._shared = False
             self._nodes = dict(zip(self.names, self.verdicts, strict=True))
         return self._nodes

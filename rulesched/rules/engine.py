@@ -219,7 +219,7 @@ class Evaluation:
             if not all(found):
                 found = list(map(table.__getitem__, nodes))
         _collect(table, found, nodes, self.decision)
-        return list(map(_named, found, map(_NAME, nodes))) if private else found
+        return list(map(NodeDecision.named, found, map(_NAME, nodes))) if private else found
 
     def verdicts(self, rules: Sequence[Rule], candidates: Candidates) -> tuple[list[NodeDecision], list[Kind]]:
         """The verdicts of `candidates` (none kept yet) under the filter `rules`, and each distinct one made, with
@@ -618,12 +618,6 @@ def _for_node(outcome: FilterOutcome, name: str) -> FilterOutcome:
     """A group's error outcome, naming one of its nodes."""
     assert outcome.error is not None
     return outcome._replace(error=dataclasses.replace(outcome.error, node=name))
-
-
-def _named(verdict: NodeDecision, name: str) -> NodeDecision:
-    """A node's own copy of a shared verdict, which scoring may fill in; its filter outcomes stay shared
-    (never changed once made)."""
-    return NodeDecision(name, verdict.passed, verdict.reason, verdict.resolvable, verdict.filters)
 
 
 def _range(outcomes: Sequence[ScoreOutcome]) -> tuple[float, float] | None:

@@ -446,19 +446,7 @@ class Plan:
         node's pods changed), or one made again after a new sample that no filter reads."""
         previous = self._latest.get(node.name)
         if previous is not None and previous is not node:
-            same = self.memo_of.pop(previous, None) is memo
-            resampled = memo.resampled
-            for verdicts in self.filter_tables.values():
-                verdicts.move(previous, node, same or (resampled and not self.filters_read_sample))
-            for verdicts in self.score_tables.values():
-                verdicts.move(previous, node, same)
-            for position, table in self.projections.items():
-                _move(table, previous, node, same or (resampled and position not in self.sample_positions))
-            for signatures in self.signatures.values():
-                _move(signatures, previous, node, same)
-            for low, high in self.ranges.values():
-                low.pop(previous, None)
-                high.pop(previous, None)
+            self._hand_over(previous, node, same=self.memo_of.pop(previous, None) is memo, resampled=memo.resampled)
         remember(self._latest, node.name, node, MEMOS_KEPT)
         self.memo_of[node] = memo
         results = memo.node_only or ()
@@ -468,15 +456,24 @@ class Plan:
         while len(self.memo_of) > MEMOS_KEPT:  # `remember`, forgetting the oldest context's entries too
             oldest = next(iter(self.memo_of))
             del self.memo_of[oldest]
-            for verdicts in (*self.filter_tables.values(), *self.score_tables.values()):
-                verdicts.move(oldest, oldest, False)
-            for table in self.projections.values():
-                table.pop(oldest, None)
-            for signatures in self.signatures.values():
-                signatures.pop(oldest, None)
-            for low, high in self.ranges.values():
-                low.pop(oldest, None)
-                high.pop(oldest, None)
+            self._hand_over(oldest, oldest, same=False, resampled=False)
+
+    def _hand_over(self, previous: NodeContext, node: NodeContext, *, same: bool, resampled: bool) -> None:
+        """`previous`'s entries in the tables become `node`'s where they hold for it, and go otherwise: all
+        of them for the same memo (only the node's pods changed), what reads no `metrics` for a memo made
+        again after a new sample (`resampled`), none for a memo made anew or forgotten. Raw values go
+        always: `keep` puts the node's own."""
+        for verdicts in self.filter_tables.values():
+            verdicts.move(previous, node, same or (resampled and not self.filters_read_sample))
+        for verdicts in self.score_tables.values():
+            verdicts.move(previous, node, same)
+        for position, table in self.projections.items():
+            _move(table, previous, node, same or (resampled and position not in self.sample_positions))
+        for signatures in self.signatures.values():
+            _move(signatures, previous, node, same)
+        for low, high in self.ranges.values():
+            low.pop(previous, None)
+            high.pop(previous, None)
 
     def signatures_of(
         self, slots: tuple[int, ...], nodes: Sequence[NodeContext], memos: Sequence[NodeMemo]
@@ -553,13 +550,10 @@ class Verdicts(dict[NodeContext, Any]):
                 self.failed[id(verdict)] = (verdict, failed)
 
     def move(self, previous: NodeContext, node: NodeContext, holds: bool) -> None:
-        """`previous`'s verdict becomes `node`'s when it `holds` for it; it is dropped either way."""
-        verdict = self.pop(previous, None)
-        errors = self.errors.pop(previous, ()) if self.errors else ()
-        if holds and verdict is not None:
-            self[node] = verdict
-            if errors:
-                self.errors[node] = errors
+        """`previous`'s verdict, and its errors, become `node`'s when they `hold` for it; dropped either way."""
+        if self.errors:
+            _move(self.errors, previous, node, holds and previous in self)
+        _move(self, previous, node, holds)
 
 
 def _table(tables: OrderedDict[str, Verdicts], key: str) -> Verdicts:
