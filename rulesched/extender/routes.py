@@ -2,7 +2,7 @@
 
 Every handler reads the active RuleBook once, so a request is answered by one generation of the
 rules. Bad input is a 400 with a JSON reason; nothing here lets an exception reach a worker. The
-garbage collector pauses while filter and prioritize are answered (see `_no_collection`).
+garbage collector pauses while filter and prioritize are answered (see `_NoCollection`).
 
 Rules are evaluated in one worker thread (`Extender.evaluate`), one request at a time, so that the event
 loop keeps answering /healthz and /readyz meanwhile; a call the caches answer, or one that needs little
@@ -115,11 +115,10 @@ class Extender:
         **kinds: bool,
     ) -> Decision:
         """`engine.evaluate`, cut short at `deadline`; `kinds`: run_filters, run_scores, distinct; `names`: the
-        contexts' names in their order (the request's); `now` the time the
-        rules see (the current time by default). A call the caches answer (a replica, say), or that needs
-        little evaluation (`--loop-work`, from the rules' estimated costs: a new pod over cheap rules), is
-        answered here; any other runs in the evaluation thread. Evaluations never overlap: the caches are not
-        shared between threads."""
+        contexts' names in their order (the request's); `now` the time the rules see (the current time by
+        default). A call the caches answer (a replica, say), or that needs little evaluation (`--loop-work`,
+        from the rules' estimated costs: a new pod over cheap rules), is answered here; any other runs in the
+        evaluation thread. Evaluations never overlap: the caches are not shared between threads."""
         filters, scores = kinds.get("run_filters", True), kinds.get("run_scores", True)
         distinct = kinds.get("distinct", False)
         namespace = self.namespace(pod)

@@ -141,7 +141,7 @@ class PodRequest:
 
 
 class NeedsEvaluationError(Exception):
-    """Raised under `lookups_only()` where an evaluation would have to compute something."""
+    """Raised under `within()` (or `lookups_only()`) where an evaluation would compute more than it may."""
 
 
 WORK_EVALUATION = 20.0
