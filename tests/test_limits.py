@@ -302,3 +302,19 @@ def test_health_checks_are_answered_while_a_large_request_is_worked_out() -> Non
     # While the body arrives, the loop answers between its chunks (about ten times); after that, only
     # a loop that is not stalled answers (hundreds of times on the test machine, against 9 before).
     assert answered_meanwhile >= 50
+
+
+def test_a_client_that_goes_away_mid_body_is_no_internal_error(client: httpx.Client, server: str) -> None:
+    def internal_errors() -> float:
+        text = client.get("/metrics").text
+        found = [line for line in text.splitlines() if line.startswith("rulesched_requests_total") and '"500"' in line]
+        return sum(float(line.rsplit(" ", 1)[1]) for line in found)
+
+    before = internal_errors()
+    with raw_connection(server) as leaving:
+        head = b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+        leaving.sendall(head + b'{"Pod": ')
+        time.sleep(0.2)  # the body's first part read, the rest awaited
+    wait_for(lambda: 'code="400",verb="filter"' in client.get("/metrics").text, what="the call counted")
+    assert internal_errors() == before, "a client that went away was answered as an internal error"
+    assert client.get("/healthz").status_code == 200

@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -50,6 +50,8 @@ async def _answer(extender: Extender, verb: Verb, request: Request) -> Response:
     except BodyTooLargeError:
         limit = extender.settings.max_body_bytes
         return _closing(error_response(413, f"request body larger than {limit} bytes (--max-body-bytes)"))
+    except ClientDisconnect:  # nobody reads the answer: counted as the bad request it is, nothing logged
+        return error_response(400, "the client went away before its request body arrived")
     except BodyTimeoutError:
         seconds = extender.settings.body_timeout
         return _closing(error_response(408, f"request body did not arrive within {seconds} s (--body-timeout)"))
