@@ -81,7 +81,7 @@ def one_verb(extender: Any, body: bytes, verb: str, samples: dict[str, list[floa
         timed(samples, "observe", lambda: observe("filter", args.pod, decision, names, 0.001, passed=len(passed)))
         return passed
     found = decision.names
-    timed(samples, "encode", lambda: extender.priorities.encode(found, decision.scores()))
+    timed(samples, "encode", lambda: wire.host_priorities(found, decision.verdicts))
     observe = extender.observer.decision
     timed(samples, "observe", lambda: observe("prioritize", args.pod, decision, names, 0.001, passed=len(found)))
     return list(found)

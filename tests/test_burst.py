@@ -209,6 +209,6 @@ def test_a_pod_counts_on_the_one_node_ranked_first_and_on_none_when_tied(
     extender = Extender(Settings(rules_dir=RULES, cluster="off"), store, cluster, Observer())
     decision = Decision(1, [], {name: NodeDecision(name, score=score) for name, score in scores.items()})
     pod = make_pod(name="r-0", requests={"cpu": "1"})
-    extender.reserve(pod, decision.names, decision.scores())
+    extender.reserve(pod, decision)
     counted = {name for name in scores if index.node_pods(name, None).recent["count"] == 1.0}
     assert counted == ({counted_on} if counted_on else set())

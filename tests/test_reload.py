@@ -236,6 +236,7 @@ def test_one_decision_log_line_per_call_with_the_documented_fields(
     with caplog.at_level(logging.DEBUG, logger="rulesched.decision"):
         passed(server)
         server.post("/prioritize", json={"Pod": POD, "NodeNames": ["k8s-master", "k8s-node2"]})
+        server.get("/healthz")  # a call's decision line is written after its answer, before the next call's
     lines = [r for r in caplog.records if r.name == "rulesched.decision" and r.levelno == logging.INFO]
     assert [r.getMessage() for r in lines] == [
         "filter default/p: 1 of 3 nodes passed",

@@ -10,7 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from rulesched.extender.wire import HostPriorities, host_priority_list
+from rulesched.extender import wire
+from rulesched.extender.wire import host_priority_list
 from rulesched.rules import reference
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext
@@ -112,13 +113,17 @@ def test_a_new_pod_over_cheap_rules_is_evaluated_within_the_loop_budget_and_a_co
 
 def test_prioritize_answers_are_encoded_as_the_general_encoding_would() -> None:
     rng = random.Random(7)
-    encoder = HostPriorities(kept=8)  # fewer than the names: the kept parts are forgotten and made again
+    kept: dict[str, NodeDecision] = {}  # the verdicts a table would keep: encoded once, answered again
     for _ in range(50):
         names = [rng.choice(["node-", 'n"q\\', "nœud-", "\u2028x-"]) + str(i) for i in range(rng.randint(0, 20))]
-        scores = [rng.choice([0, 5, 10, 100]) for _ in names]
-        assert encoder.encode(names, scores) == orjson.dumps(host_priority_list(dict(zip(names, scores, strict=True))))
-    for odd in (-1, 101, 10**12):  # outside the encoded parts: encoded the general way
-        assert encoder.encode(["a", "b"], [3, odd]) == orjson.dumps(
+        verdicts = [kept.get(name) or NodeDecision(name, score=rng.choice([0, 5, 10, 100, None])) for name in names]
+        kept.update(zip(names, verdicts, strict=True))
+        scores = {verdict.name: verdict.score or 0 for verdict in verdicts}
+        assert wire.host_priorities(names, verdicts) == orjson.dumps(host_priority_list(scores))
+    assert all(verdict.encoded for verdict in kept.values())
+    for odd in (-1, 101, 10**12):  # any integer score
+        verdicts = [NodeDecision("a", score=3), NodeDecision("b", score=odd)]
+        assert wire.host_priorities(["a", "b"], verdicts) == orjson.dumps(
             [{"Host": "a", "Score": 3}, {"Host": "b", "Score": odd}]
         )
 

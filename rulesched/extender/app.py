@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -18,7 +19,14 @@ from rulesched.cluster import Cluster
 from rulesched.cluster.pods import PodIndex
 from rulesched.extender import routes
 from rulesched.extender.observe import Observer
-from rulesched.extender.routes import BodyTimeoutError, BodyTooLargeError, Extender, error_response, json_response
+from rulesched.extender.routes import (
+    AfterAnswer,
+    BodyTimeoutError,
+    BodyTooLargeError,
+    Extender,
+    error_response,
+    json_response,
+)
 from rulesched.extender.wire import TooManyError, WireError
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
@@ -34,7 +42,12 @@ def _guarded(extender: Extender, name: str, verb: Verb) -> Callable[[Request], A
     async def endpoint(request: Request) -> Response:
         started = time.perf_counter()
         response = await _answer(extender, verb, request)
-        extender.observer.metrics.request(name, response.status_code, time.perf_counter() - started)
+        count = functools.partial(extender.observer.metrics.request, name, response.status_code)
+        seconds = time.perf_counter() - started
+        if isinstance(response.background, AfterAnswer):  # counted once the answer is sent, with the rest
+            response.background.steps.append(functools.partial(count, seconds))
+        else:
+            count(seconds)
         return response
 
     return endpoint

@@ -16,6 +16,7 @@ import asyncio
 import datetime
 import functools
 import gc
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -44,9 +45,9 @@ from rulesched.rules.plan import NeedsEvaluationError, within
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 
+log = logging.getLogger(__name__)
+
 _SEEN_NODES = 10_000
-_ENCODED_HOSTS = 20_000
-"""Host names whose part of a prioritize answer is kept encoded (as many as the node contexts kept)."""
 T = TypeVar("T")
 Found = tuple[Sequence[NodeContext], Mapping[str, str], Decision]
 """A call's node contexts, the names it could not evaluate (with why), and its decision."""
@@ -94,8 +95,6 @@ class Extender:
         """Whether a filter or prioritize call is being answered: the shadow and recording threads wait for it."""
         self.shadow: Shadow | None = None
         self.recorder: Recorder | None = None
-        self.priorities = wire.HostPriorities(_ENCODED_HOSTS)
-        """Prioritize answers, each host's part encoded once."""
         self.last_prioritize: tuple[Mapping[str, Any], list[str]] | None = None
         """The last names-mode prioritize call's pod and candidates, which `--refresh-ahead` evaluates again."""
 
@@ -303,19 +302,45 @@ class Extender:
         if self.cluster.pods is not None:
             self.cluster.pods.forget(pod)
 
-    def reserve(self, pod: Mapping[str, Any], names: Sequence[str], scores: Sequence[int]) -> None:
-        """Count the pod on the node this extender ranked first (of `names`, scored `scores`), when one node
+    def reserve(self, pod: Mapping[str, Any], decision: Decision) -> None:
+        """Count the pod on the node this extender ranked first of the `decision`'s candidates, when one node
         alone has the top score (with ties, kube-scheduler's own scores decide: the pod is counted when /bind
         names its node), until the pod watch shows where it went."""
+        scores = decision.scores()
         if self.cluster.pods is None or not scores:
             return
         # Every prioritize call pays for this over all its candidates: C-level passes only (a loop in
         # Python cost as much as the rest of a 1000-candidate call's own Python work).
         best = max(scores)
         if scores.count(best) == 1:
-            self.cluster.pods.reserve(pod, names[scores.index(best)])
+            self.cluster.pods.reserve(pod, decision.names[scores.index(best)])
         else:
             self.cluster.pods.ranked(pod)
+
+
+class AfterAnswer(BackgroundTask):
+    """What a filter or prioritize call does once its answer is sent (Starlette runs a response's `background`
+    right after its last byte is written): free the request, turn the collector back on and pay the young
+    collection the request owes, then each step in turn (log and count the decision, count the request, hand
+    the call on to the shadow book). kube-scheduler waits for none of it. A step that fails is logged and the
+    next still runs: the answer is out, nothing can change it."""
+
+    def __init__(self, garbage: list[object], steps: list[Callable[[], None]]) -> None:
+        # Not BackgroundTask's own: its `func` and `args` go unused (`__call__` is this class's), and its
+        # inspection of `func` cost 1 µs a call.
+        self.garbage, self.steps = garbage, steps
+
+    async def __call__(self) -> None:
+        self.garbage.clear()
+        gc.enable()
+        counts, thresholds = gc.get_count(), gc.get_threshold()
+        if counts[0] >= thresholds[0]:  # else the collector owes nothing yet: it would not have run
+            gc.collect(1 if counts[1] >= thresholds[1] else 0)
+        for step in self.steps:
+            try:
+                step()
+            except Exception:
+                log.exception("internal error after an answer was sent")
 
 
 Resume = Callable[..., Response]
@@ -328,11 +353,11 @@ class _NoCollection:
     the collector's thresholds; collections in the middle of it scan everything cached and cost tens of
     milliseconds, while almost all of those objects are freed by reference counting when the request ends.
     The block wraps its answer with the function it is given, so that the collection it owes runs after
-    the answer is on its way (kube-scheduler does not wait for it), and then what it is given to run after
-    the answer (`then`: hand the call on to the shadow book, say); on an error it resumes at once. If an
-    answer is never sent, the next one turns the collector back on. What the function is also given
-    (`garbage`: the decoded request, say) is freed then too: in full mode that is millions of objects, whose
-    freeing would otherwise delay the answer by milliseconds.
+    the answer is on its way (kube-scheduler does not wait for it), and then the `steps` it is given to run
+    after the answer (log the decision, hand the call on to the shadow book: `AfterAnswer`); on an error it
+    resumes at once. If an answer is never sent, the next one turns the collector back on. What the function
+    is also given (`garbage`: the decoded request, say) is freed then too: in full mode that is millions of
+    objects, whose freeing would otherwise delay the answer by milliseconds.
     """
 
     __slots__ = ("deferred",)
@@ -344,10 +369,8 @@ class _NoCollection:
         gc.disable()
         return self.resume_after
 
-    def resume_after(
-        self, response: Response, garbage: list[object] | None = None, then: Callable[[], None] | None = None
-    ) -> Response:
-        response.background, self.deferred = BackgroundTask(_resume_collection, garbage or [], then), True
+    def resume_after(self, response: Response, garbage: list[object], *steps: Callable[[], None] | None) -> Response:
+        response.background, self.deferred = AfterAnswer(garbage, [step for step in steps if step is not None]), True
         return response
 
     def __exit__(self, *failure: object) -> None:
@@ -355,31 +378,22 @@ class _NoCollection:
             gc.enable()
 
 
-async def _resume_collection(garbage: list[object], then: Callable[[], None] | None = None) -> None:
-    """Free `garbage`, turn the collector back on and pay now, answer sent, the young collection the
-    request owes; then run `then`."""
-    garbage.clear()
-    gc.enable()
-    counts, thresholds = gc.get_count(), gc.get_threshold()
-    if counts[0] >= thresholds[0]:  # else the collector owes nothing yet: it would not have run
-        gc.collect(1 if counts[1] >= thresholds[1] else 0)
-    if then is not None:
-        then()
-
-
 class _Answering:
-    """A filter or prioritize call is being answered: the shadow and recording threads wait meanwhile."""
+    """A filter or prioritize call is being answered: the shadow and recording threads, when there are
+    any, wait meanwhile."""
 
     __slots__ = ("idle",)
 
     def __init__(self, extender: Extender) -> None:
-        self.idle = extender.idle
+        self.idle = extender.idle if extender.handing_on() else None
 
     def __enter__(self) -> None:
-        self.idle.busy()
+        if self.idle is not None:
+            self.idle.busy()
 
     def __exit__(self, *failure: object) -> None:
-        self.idle.done()
+        if self.idle is not None:
+            self.idle.done()
 
 
 def _now(extender: Extender) -> datetime.datetime | None:
@@ -401,27 +415,19 @@ async def filter_verb(extender: Extender, request: Request) -> Response:
         decision = await extender.evaluate(
             book, args.pod, contexts, deadline, now=now, names=names, run_scores=False, distinct=True
         )
+        passed, failed, unresolvable = decision.outcome()  # in candidate order: the order of the request
+        if unknown:
+            unresolvable.update(unknown)
+        if args.nodes is not None:
+            answer = wire.filter_result(args.passing(set(passed)), None, failed, unresolvable)
+        else:
+            answer = wire.filter_result(None, passed, failed, unresolvable)
+        seconds = time.perf_counter() - started
+        observe = functools.partial(
+            extender.observer.decision, "filter", args.pod, decision, len(args.names), seconds, passed=len(passed)
+        )
         then = extender.answered("filter", args, (now, book), (contexts, unknown, decision)) if now else None
-        return resume_after(_filter_answer(extender, args, decision, unknown, started), garbage, then)
-
-
-def _filter_answer(
-    extender: Extender,
-    args: wire.ExtenderArgs,
-    decision: Decision,
-    unknown: dict[str, str],
-    started: float,
-) -> Response:
-    passed, failed, unresolvable = decision.outcome()  # in candidate order: the order of the request
-    if unknown:
-        unresolvable.update(unknown)
-    if args.nodes is not None:
-        answer = wire.filter_result(args.passing(set(passed)), None, failed, unresolvable)
-    else:
-        answer = wire.filter_result(None, passed, failed, unresolvable)
-    seconds = time.perf_counter() - started
-    extender.observer.decision("filter", args.pod, decision, len(args.names), seconds, passed=len(passed))
-    return json_response(answer)
+        return resume_after(json_response(answer), garbage, observe, then)
 
 
 async def prioritize_verb(extender: Extender, request: Request) -> Response:
@@ -438,19 +444,22 @@ async def prioritize_verb(extender: Extender, request: Request) -> Response:
             book, args.pod, contexts, deadline, now=now, names=None if unknown else args.node_names,
             run_filters=False, distinct=True,
         )  # fmt: skip
-        names, scores = decision.names, decision.scores()
-        extender.reserve(args.pod, names, scores)
+        names = decision.names
         if args.node_names is not None and not unknown:
             extender.last_prioritize = (args.pod, args.node_names)
         if len(names) == len(args.names):  # every candidate evaluated, in the request's order
-            response = _encoded(extender.priorities.encode(names, scores))
+            response = _encoded(wire.host_priorities(names, decision.verdicts))
         else:
-            found = dict(zip(names, scores, strict=True))
+            found = dict(zip(names, decision.scores(), strict=True))
             response = json_response(wire.host_priority_list({name: found.get(name, 0) for name in args.names}))
+        # Done once the answer is sent, before any other call is read (the event loop does nothing between).
+        reserve = functools.partial(extender.reserve, args.pod, decision) if extender.cluster.pods else None
         seconds = time.perf_counter() - started
-        extender.observer.decision("prioritize", args.pod, decision, len(args.names), seconds, passed=len(names))
+        observe = functools.partial(
+            extender.observer.decision, "prioritize", args.pod, decision, len(args.names), seconds, passed=len(names)
+        )
         then = extender.answered("prioritize", args, (now, book), (contexts, unknown, decision)) if now else None
-        return resume_after(response, garbage, then)
+        return resume_after(response, garbage, reserve, observe, then)
 
 
 async def preempt_verb(extender: Extender, request: Request) -> Response:

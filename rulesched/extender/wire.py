@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from operator import attrgetter
+from typing import Any, Protocol
 
 import msgspec
 import orjson
@@ -365,42 +366,31 @@ def host_priority_list(scores: Mapping[str, int]) -> list[JSON]:
     return [{"Host": host, "Score": int(score)} for host, score in scores.items()]
 
 
-_SCORE_ENDS = {score: b"%d}" % score for score in range(101)}
-"""`<score>}` for the scores rules give (0 to 10; up to 100 kept for other ranges)."""
+class Scored(Protocol):
+    """A candidate's verdict as a prioritize answer reads it: its score, and its part of the answer once encoded."""
+
+    score: int | None
+    encoded: bytes | None
 
 
-class HostPriorities:
-    """Encodes HostPriorityList answers as `host_priority_list` would, for answers sent on every prioritize
-    call: each host's `,{"Host":"<name>","Score":` is encoded once and kept (at most `kept` hosts, all
-    forgotten when full), so that an answer over 1000 hosts is a few C-level passes and one join, not 1000
-    dictionaries to make and encode (half the time, measured)."""
+_ENCODED = attrgetter("encoded")
 
-    def __init__(self, kept: int) -> None:
-        self._kept = kept
-        self._prefixes: dict[str, bytes] = {}
 
-    def encode(self, names: Sequence[str], scores: Sequence[int]) -> bytes:
-        """The JSON array of `{"Host": name, "Score": score}`, name by name (scores are integers)."""
-        if not names:
-            return b"[]"
-        try:
-            ends = list(map(_SCORE_ENDS.__getitem__, scores))
-        except KeyError:  # a score outside the table: the general encoding
-            return orjson.dumps(host_priority_list(dict(zip(names, scores, strict=True))))
-        prefixes: list[bytes | None] = list(map(self._prefixes.get, names))
-        if not all(prefixes):  # a prefix is never empty: only a missing one is false
-            prefixes = [prefix or self._prefix(name) for prefix, name in zip(prefixes, names, strict=True)]
-        parts: list[bytes | None] = [None] * (2 * len(prefixes))
-        parts[0::2] = prefixes
-        parts[1::2] = ends
-        parts[0] = prefixes[0][1:]  # type: ignore[index]  # no None left: the first has no comma before it
-        return b"[" + b"".join(parts) + b"]"  # type: ignore[arg-type]  # every part filled
+def host_priorities(names: Sequence[str], verdicts: Sequence[Scored]) -> bytes:
+    """The HostPriorityList of `names` and their `verdicts` (a score of None is 0), as `host_priority_list`
+    encodes it. Each verdict's part, `{"Host":"<name>","Score":<score>}`, is encoded once and kept on the
+    verdict (its `encoded`): a verdict kept by the rules is one node context's, always answered under its
+    name, and a prioritize call over 1000 nodes is then two C-level passes and a join, not 1000 dictionaries
+    to make and encode (five times as long, measured)."""
+    parts: list[bytes | None] = list(map(_ENCODED, verdicts))
+    if not all(parts):  # a part is never empty: only a missing one is false
+        parts = [part or _encoded(verdict, name) for part, verdict, name in zip(parts, verdicts, names, strict=True)]
+    return b"[" + b",".join(parts) + b"]"  # type: ignore[arg-type]  # every part filled
 
-    def _prefix(self, name: str) -> bytes:
-        if len(self._prefixes) >= self._kept:
-            self._prefixes.clear()
-        prefix = self._prefixes[name] = b',{"Host":' + orjson.dumps(name) + b',"Score":'
-        return prefix
+
+def _encoded(verdict: Scored, name: str) -> bytes:
+    part = verdict.encoded = orjson.dumps({"Host": name, "Score": int(verdict.score or 0)})
+    return part
 
 
 def preemption_result(victims: Mapping[str, Victims]) -> JSON:

@@ -9,14 +9,20 @@ from __future__ import annotations
 import heapq
 import itertools
 import operator
+import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rulesched.rules.context import pod_identity
 
 Outcome = Literal["pass", "fail", "error", "skipped"]
+Failures = Counter[tuple[str, str, bool]]
+"""How many nodes each filter returned false for, by (rule set, rule, enforced)."""
+Collected = Callable[[], "tuple[list[RuleError], Failures]"]
+"""What `Decision.collect_later` is given: the errors and the counted failures of the verdicts reused."""
+_COLLECTING = threading.Lock()
 _NAME = operator.attrgetter("name")
 _SCORE = operator.attrgetter("score")
 _PASSED = operator.attrgetter("passed")
@@ -25,6 +31,8 @@ _REASON = operator.attrgetter("reason")
 _RESOLVABLE = operator.attrgetter("resolvable")
 
 
+_FLIPPED = bytes.maketrans(b"\x00\x01", b"\x01\x00")
+"""Flags as bytes (0 or 1), each turned to the other."""
 _FEW_TIED = 64
 """Up to this many nodes among the best scores, `Decision.top` finds them one `list.index` at a time."""
 
@@ -94,6 +102,9 @@ class NodeDecision:
     filters: list[FilterResult] = field(default_factory=list)
     scores: list[ScoreResult] = field(default_factory=list)
     score: int | None = None
+    encoded: bytes | None = field(default=None, compare=False, repr=False)
+    """Its part of a prioritize answer, kept by the extender once encoded (`wire.host_priorities`); a verdict
+    kept by the rules is one node context's, answered under its name only."""
 
     def named(self, name: str) -> NodeDecision:
         """This verdict as `name`'s own copy, which scoring may fill in; its filter outcomes stay shared
@@ -135,14 +146,15 @@ class Decision:
 
     __slots__ = (
         "_all_passed",
+        "_errors",
         "_exact",
+        "_later",
         "_nodes",
         "_scores",
         "_shared",
         "applied",
         "counted_failures",
         "deadline_exceeded",
-        "errors",
         "generation",
         "names",
         "verdicts",
@@ -157,9 +169,11 @@ class Decision:
     ) -> None:
         self.generation = generation
         self.applied = applied
-        self.errors: list[RuleError] = errors if errors is not None else []
+        self._errors: list[RuleError] = errors if errors is not None else []
         self.counted_failures: Counter[tuple[str, str, bool]] | None = None
         """`failures()` as counted by the engine while collecting its cached verdicts; None: count them."""
+        self._later: tuple[int, Collected] | None = None
+        """What the engine left to collect once asked (`collect_later`), and where its errors go in `errors`."""
         self.deadline_exceeded = False
         """The request's deadline passed: rules not evaluated by then followed their failurePolicy."""
         self.names: list[str] = []
@@ -185,6 +199,30 @@ class Decision:
         return (
             f"Decision(generation={self.generation}, applied={self.applied}, nodes={self.nodes}, errors={self.errors})"
         )
+
+    @property
+    def errors(self) -> list[RuleError]:
+        """The rules that failed to evaluate, rule by rule, node by node (the reference's order)."""
+        if self._later is not None:
+            self._collect()
+        return self._errors
+
+    def collect_later(self, collected: Collected) -> None:
+        """The engine's errors and counted failures from the verdicts it reused are found by `collected`, only
+        when something asks (`errors`, `failures`): the extender asks once its answer is sent. The errors go
+        where they would have gone now: before any added after this call."""
+        self._later, self.counted_failures = (len(self._errors), collected), None
+
+    def _collect(self) -> None:
+        later = self._later
+        if later is None:
+            return
+        at, collected = later
+        errors, counted = collected()  # of what the engine handed over: the same whichever thread asks first
+        with _COLLECTING:
+            if self._later is later:
+                self._errors[at:at] = errors
+                self.counted_failures, self._later = counted, None
 
     @property
     def nodes(self) -> dict[str, NodeDecision]:
@@ -218,11 +256,11 @@ class Decision:
     def outcome(self) -> tuple[list[str], dict[str, str], dict[str, str]]:
         """The names of the candidates that passed, and the reasons of those that did not: by name, those that
         preemption may help (resolvable) and the others; in candidate order, with C-level passes."""
-        flags = list(map(_PASSED, self.verdicts))
+        flags = bytes(map(_PASSED, self.verdicts))  # 1 for passed: flipped for the others in one C call
         passed = list(itertools.compress(self.names, flags))
         if len(passed) == len(flags):
             return passed, {}, {}
-        failing = list(map(operator.not_, flags))
+        failing = flags.translate(_FLIPPED)
         verdicts = list(itertools.compress(self.verdicts, failing))
         reasons = dict(zip(itertools.compress(self.names, failing), map(_REASON, verdicts), strict=True))
         if None in reasons.values():  # a verdict rejects with its reason: kept for the type's sake
@@ -278,6 +316,8 @@ class Decision:
 
     def failures(self) -> Counter[tuple[str, str, bool]]:
         """How many nodes each filter returned false for, by (rule set, rule, enforced)."""
+        if self._later is not None:
+            self._collect()
         if self.counted_failures is not None:
             return Counter(self.counted_failures)
         return Counter((f.rule_set, f.rule, f.enforce) for n in self.verdicts for f in n.filters if f.outcome == "fail")

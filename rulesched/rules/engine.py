@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime
+import functools
 import itertools
 import math
 import operator
@@ -25,7 +26,7 @@ from rulesched.rules.book import CompiledFilter, CompiledScore, RuleBook
 from rulesched.rules.cel import Program
 from rulesched.rules.cel import deadline as cel_deadline
 from rulesched.rules.context import NodeContext
-from rulesched.rules.decision import Decision, FilterResult, NodeDecision, Outcome, RuleError, ScoreResult
+from rulesched.rules.decision import Decision, Failures, FilterResult, NodeDecision, Outcome, RuleError, ScoreResult
 from rulesched.rules.plan import (
     APPLYING_KEPT,
     NODE_MEMO_KEPT,
@@ -524,24 +525,57 @@ _BINDINGS = attrgetter("bindings")
 _NODE_ONLY = attrgetter("node_only")
 
 
+_FEW_FAILED = 64
+"""Up to this many failed verdicts in a table, all are handed to the Decision to count its candidates' with
+C-level scans (`list.count`); beyond (a message per node, say), those its candidates have, counted at once."""
+
+
 def _collect(table: Verdicts, found: Sequence[NodeDecision], nodes: Sequence[NodeContext], decision: Decision) -> None:
-    """The errors of the verdicts `found` for `nodes` in `table`, added to the Decision rule by rule, node by node
-    (the reference's order), and the filters they failed counted: C-level passes, as this runs for every
-    candidate of every call (a verdict is shared by the nodes that fare alike: each is counted once)."""
-    if table.errors:
-        errors_of = table.errors
+    """Hand the Decision what it needs to find, once asked, the errors of the verdicts `found` for `nodes` in
+    `table` and the filters they failed (a verdict is shared by the nodes that fare alike: each is counted
+    once): the extender asks after its answer is sent. What the table holds is taken now, as it is (it changes
+    with later calls, maybe in the evaluation thread): its few entries, or those of these nodes."""
+    errors_of = table.errors
+    if errors_of:
+        if len(errors_of) <= len(nodes):
+            errors_of = dict(errors_of)
+        else:
+            errors_of = {node: errors_of[node] for node in filter(errors_of.__contains__, nodes)}
+    failed = table.failed
+    if not failed and not errors_of:
+        decision.counted_failures = Counter()
+        return
+    if len(failed) <= _FEW_FAILED:
+        kinds = list(failed.values())
+    else:
+        kinds = [failed[key] for key in set(map(id, found)) if key in failed]
+    decision.collect_later(functools.partial(_collected, found, nodes, errors_of, kinds))
+
+
+def _collected(
+    found: Sequence[NodeDecision],
+    nodes: Sequence[NodeContext],
+    errors_of: Mapping[NodeContext, Errors],
+    kinds: list[Any],
+) -> tuple[list[RuleError], Failures]:
+    """The errors of `nodes` (from `errors_of`), added rule by rule, node by node (the reference's order), and
+    how many of the verdicts `found` failed each filter (`kinds`: the failed verdicts, each with the filters
+    it failed); C-level passes, as this runs for every candidate of every call."""
+    errors: list[RuleError] = []
+    if errors_of:
         with_errors = itertools.compress(range(len(nodes)), map(errors_of.__contains__, nodes))
-        errors = [(position, index, error) for index in with_errors for position, error in errors_of[nodes[index]]]
-        decision.errors.extend(error for _, _, error in sorted(errors, key=lambda e: (e[0], e[1])))
-    counted: Counter[tuple[str, str, bool]] = Counter()
-    if table.failed:
+        by_node = [(position, index, error) for index in with_errors for position, error in errors_of[nodes[index]]]
+        errors = [error for _, _, error in sorted(by_node, key=lambda e: (e[0], e[1]))]
+    counted: Failures = Counter()
+    if kinds:
         ids = list(map(id, found))
-        for verdict_id, (_, failed) in table.failed.items():
-            count = ids.count(verdict_id)
+        counts: Mapping[int, int] = Counter(ids) if len(kinds) > _FEW_FAILED else {}
+        for verdict, failures in kinds:
+            count = counts.get(id(verdict), 0) if counts else ids.count(id(verdict))
             if count:
-                for rule in failed:
+                for rule in failures:
                     counted[rule] += count
-    decision.counted_failures = counted
+    return errors, counted
 
 
 def _drain(calls: Iterable[object]) -> None:

@@ -59,8 +59,6 @@ MEMOS_KEPT = 20_000
 """Node memos per plan: one per node name (a new context of a node replaces the memo of its previous
 one), so this only bounds the names of nodes that went away; the oldest are forgotten first."""
 
-_KEYS = json.JSONEncoder(sort_keys=True, default=str)
-"""Pod keys' encoder, made once (`json.dumps` with options makes one per call)."""
 _PROJECTIONS = json.JSONEncoder(default=str)
 _tokens = itertools.count(1)
 _signatures = itertools.count(1)
@@ -113,9 +111,9 @@ class PodRequest:
     """The per-pod side of one evaluation: plain values to bind, and the key that identifies them."""
 
     values: Mapping[str, Any]
-    key: bytes
+    key: str
     now: datetime.datetime
-    rule_keys: dict[int, bytes] = field(default_factory=dict, compare=False)
+    rule_keys: dict[int, str] = field(default_factory=dict, compare=False)
     """By rule position: `rule_key`'s, made once per request."""
 
     def key_for(self, reads_now: bool) -> Hashable:
@@ -136,7 +134,7 @@ class PodRequest:
                 if "namespaceObject" in reads
                 else None,
             ]
-            key = self.rule_keys[rule.position] = _KEYS.encode(parts).encode()
+            key = self.rule_keys[rule.position] = key_of(parts)
         return (key, self.now) if rule.reads_now else key
 
 
@@ -218,13 +216,49 @@ def remember(cache: dict[K, V], key: K, value: V, kept: int) -> V:
 
 def trim(value: Any, paths: Iterable[Path]) -> Any:
     """`value` keeping only what the field `paths` reach; anything not a map is kept whole."""
+    return _trimmed(value, _tree(paths))
+
+
+Tree = dict[str, "Tree | None"]
+"""Field paths as a tree: each field read, and what is read under it (None: all of it)."""
+_TREES: dict[Any, Tree | None] = {}
+_TREES_KEPT = 1024
+"""Field path sets whose trees are kept (a rule book has a few per rule); all forgotten when full."""
+
+
+def _tree(paths: Iterable[Path]) -> Tree | None:
+    """`paths` as a tree, made once per set of paths (`trim` runs for every request's pod)."""
+    try:
+        return _TREES[paths]
+    except KeyError:
+        if len(_TREES) >= _TREES_KEPT:
+            _TREES.clear()
+        tree = _TREES[paths] = _tree_of(paths)
+        return tree
+    except TypeError:  # not hashable (a list, say): not kept
+        return _tree_of(paths)
+
+
+def _tree_of(paths: Iterable[Path]) -> Tree | None:
     selected = list(paths)
-    if () in selected or not isinstance(value, Mapping):
-        return value
+    if () in selected:
+        return None
     by_field: dict[str, list[Path]] = {}
     for path in selected:
         by_field.setdefault(path[0], []).append(path[1:])
-    return {name: trim(value[name], rest) for name, rest in by_field.items() if name in value}
+    return {name: _tree_of(rest) for name, rest in by_field.items()}
+
+
+def _trimmed(value: Any, tree: Tree | None) -> Any:
+    if tree is None or not (type(value) is dict or isinstance(value, Mapping)):
+        return value
+    return {name: _trimmed(value[name], rest) for name, rest in tree.items() if name in value}
+
+
+def key_of(parts: list[Any]) -> str:
+    """A key for JSON-like values: equal keys only for equal values (`repr` tells 1 from True and from "1",
+    and a float's is exact); equal values in another key order may get another key, which only misses."""
+    return repr(parts)
 
 
 def projection(rule: Rule, node: NodeContext) -> bytes:
@@ -349,7 +383,7 @@ class Plan:
             view = namespace_view(pod, namespace)
             values["namespaceObject"] = trim(view, self.namespace_paths) if self.namespace_paths else view
         parts = [trimmed, values.get("requests"), values.get("namespaceObject")]
-        key = _KEYS.encode(parts).encode()
+        key = key_of(parts)
         return PodRequest(values, key, now)
 
     def bound(self, program: Program, rule: Rule, kind: str, request: PodRequest) -> Program | None:
