@@ -828,3 +828,8 @@ def test_top_is_the_head_of_the_ranking(seed: int) -> None:
     decision.scores()  # a prioritize call's scores, counted once: the ranking reads them, with the same result
     for count in (1, 3, 5):
         assert decision.top(count) == [(n.name, n.score) for n in decision.ranking()[:count]]
+    prioritized = Decision(generation=1, applied=[])  # every candidate passed and scored: top reads the scores
+    scored = [NodeDecision(name, score=n.score or 0) for name, n in nodes.items()]
+    prioritized.set_verdicts(list(nodes), scored, filtered=False)
+    for count in (1, 3, 5):
+        assert prioritized.top(count) == [(n.name, n.score) for n in prioritized.ranking()[:count]]

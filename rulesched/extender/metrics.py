@@ -161,7 +161,7 @@ class Metrics:
             self.deadlines.labels(verb).inc()
         if decision.errors:
             for (rule_set, rule), count in collections.Counter((e.rule_set, e.rule) for e in decision.errors).items():
-                self.errors.labels(rule_set, rule).inc(count)
+                self._child(self.errors, rule_set, rule).inc(count)
         for (rule_set, rule, enforce), count in failures.items():
             self._child(self.rejections if enforce else self.audit, rule_set, rule).inc(count)
 

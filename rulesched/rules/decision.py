@@ -6,7 +6,6 @@ Decision, so what explain shows is exactly what the scheduler got.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import operator
 import threading
@@ -20,27 +19,38 @@ from rulesched.rules.context import pod_identity
 Outcome = Literal["pass", "fail", "error", "skipped"]
 Failures = Counter[tuple[str, str, bool]]
 """How many nodes each filter returned false for, by (rule set, rule, enforced)."""
-Collected = Callable[[], "tuple[list[RuleError], Failures]"]
-"""What `Decision.collect_later` is given: the errors and the counted failures of the verdicts reused."""
+Collected = Callable[["list[NodeDecision] | None"], "tuple[list[RuleError], Failures]"]
+"""What `Decision.collect_later` is given: the errors and the counted failures of the verdicts reused, given
+those of them that rejected their node when known (None: not known)."""
 _COLLECTING = threading.Lock()
 _NAME = operator.attrgetter("name")
 _SCORE = operator.attrgetter("score")
 _PASSED = operator.attrgetter("passed")
-_SECOND = operator.itemgetter(1)
 _REASON = operator.attrgetter("reason")
 _RESOLVABLE = operator.attrgetter("resolvable")
 
 
 _FLIPPED = bytes.maketrans(b"\x00\x01", b"\x01\x00")
 """Flags as bytes (0 or 1), each turned to the other."""
-_FEW_TIED = 64
-"""Up to this many nodes among the best scores, `Decision.top` finds them one `list.index` at a time."""
+_FEW_TIED = 8
+"""Up to this many nodes with one score, `Decision.top` finds them one `list.index` at a time (else with a pass
+over all the scores)."""
 
 
-def _positions(values: Sequence[Any], value: Any) -> list[int]:
-    """Where `value` is in `values`, in order (a C-level scan each)."""
+def _no_none(scores: list[int | None]) -> bool:
+    """Whether no score is None: `sum` fails on one, and adds integers in C several times as fast as `in`
+    compares each to None."""
+    try:
+        sum(scores)  # type: ignore[arg-type]  # a None is what it looks for
+    except TypeError:
+        return False
+    return True
+
+
+def _positions(values: Sequence[Any], value: Any, count: int) -> list[int]:
+    """Where `value` is in `values` (`count` times), in order (a C-level scan each)."""
     found, start = [], 0
-    for _ in range(values.count(value)):
+    for _ in range(count):
         start = values.index(value, start) + 1
         found.append(start - 1)
     return found
@@ -150,6 +160,7 @@ class Decision:
         "_exact",
         "_later",
         "_nodes",
+        "_rejecting",
         "_scores",
         "_shared",
         "applied",
@@ -172,8 +183,11 @@ class Decision:
         self._errors: list[RuleError] = errors if errors is not None else []
         self.counted_failures: Counter[tuple[str, str, bool]] | None = None
         """`failures()` as counted by the engine while collecting its cached verdicts; None: count them."""
-        self._later: tuple[int, Collected] | None = None
-        """What the engine left to collect once asked (`collect_later`), and where its errors go in `errors`."""
+        self._later: tuple[int, Collected, Sequence[NodeDecision]] | None = None
+        """What the engine left to collect once asked (`collect_later`), where its errors go in `errors`, and the
+        verdicts they are of."""
+        self._rejecting: tuple[Sequence[NodeDecision], list[NodeDecision]] | None = None
+        """The verdicts `outcome` read, and those of them that rejected their node."""
         self.deadline_exceeded = False
         """The request's deadline passed: rules not evaluated by then followed their failurePolicy."""
         self.names: list[str] = []
@@ -207,18 +221,20 @@ class Decision:
             self._collect()
         return self._errors
 
-    def collect_later(self, collected: Collected) -> None:
-        """The engine's errors and counted failures from the verdicts it reused are found by `collected`, only
-        when something asks (`errors`, `failures`): the extender asks once its answer is sent. The errors go
-        where they would have gone now: before any added after this call."""
-        self._later, self.counted_failures = (len(self._errors), collected), None
+    def collect_later(self, collected: Collected, verdicts: Sequence[NodeDecision]) -> None:
+        """The engine's errors and counted failures from the `verdicts` it reused are found by `collected`,
+        only when something asks (`errors`, `failures`): the extender asks once its answer is sent. The errors
+        go where they would have gone now: before any added after this call."""
+        self._later, self.counted_failures = (len(self._errors), collected, verdicts), None
 
     def _collect(self) -> None:
         later = self._later
         if later is None:
             return
-        at, collected = later
-        errors, counted = collected()  # of what the engine handed over: the same whichever thread asks first
+        at, collected, verdicts = later
+        # Those of the verdicts that rejected their node, when `outcome` found them already (in these verdicts).
+        rejecting = self._rejecting[1] if self._rejecting is not None and self._rejecting[0] is verdicts else None
+        errors, counted = collected(rejecting)  # of what was handed over: the same whichever thread asks first
         with _COLLECTING:
             if self._later is later:
                 self._errors[at:at] = errors
@@ -259,9 +275,11 @@ class Decision:
         flags = bytes(map(_PASSED, self.verdicts))  # 1 for passed: flipped for the others in one C call
         passed = list(itertools.compress(self.names, flags))
         if len(passed) == len(flags):
+            self._rejecting = (self.verdicts, [])
             return passed, {}, {}
         failing = flags.translate(_FLIPPED)
         verdicts = list(itertools.compress(self.verdicts, failing))
+        self._rejecting = (self.verdicts, verdicts)
         reasons = dict(zip(itertools.compress(self.names, failing), map(_REASON, verdicts), strict=True))
         if None in reasons.values():  # a verdict rejects with its reason: kept for the type's sake
             reasons = {name: reason or "" for name, reason in reasons.items()}
@@ -277,7 +295,7 @@ class Decision:
         if self._scores is None:
             scores: list[int | None] = list(map(_SCORE, self.verdicts))
             # A prioritize call scores every candidate; otherwise one that did not pass has no score.
-            self._exact = self._all_passed or None not in scores
+            self._exact = self._all_passed or _no_none(scores)
             if not self._exact:
                 scores = [score or 0 for score in scores]
             self._scores = scores  # type: ignore[assignment]  # no None in it: replaced just above
@@ -293,8 +311,10 @@ class Decision:
     def top(self, count: int) -> list[tuple[str, int]]:
         """The names and scores of the first `count` of `ranking()`, without sorting every node."""
         names: Sequence[str] = self.names
-        if self._scores is not None and self._exact and self._all_passed:
-            scores: Sequence[int] = self._scores  # every candidate scored (a prioritize call)
+        if self._all_passed:
+            self.scores()  # counted once; they tell whether every candidate has a score of its own (`_exact`)
+        if self._all_passed and self._exact:
+            scores: Sequence[int] = self.scores()  # every candidate scored (a prioritize call)
         else:
             scored = [
                 (name, n.score)
@@ -304,15 +324,19 @@ class Decision:
             names, scores = [name for name, _ in scored], [score for _, score in scored]
         if not scores:
             return []
-        # Only the nodes scored at least the `count`-th best score can be among the first: usually a few
-        # (scores are 0 to 10, often tied at the top), found with C-level scans.
-        values = set(heapq.nlargest(count, scores))
-        if sum(map(scores.count, values)) <= _FEW_TIED:
-            first = [(names[i], value) for value in values for i in _positions(scores, value)]
-        else:
-            chosen = list(map(operator.ge, scores, itertools.repeat(min(values))))
-            first = list(zip(itertools.compress(names, chosen), itertools.compress(scores, chosen), strict=True))
-        return sorted(sorted(first), key=_SECOND, reverse=True)[:count]
+        # Scores are few distinct numbers (0 to 10), often tied at the top: the first `count` are found best
+        # score first, each score's nodes by name, with C-level scans.
+        first: list[tuple[str, int]] = []
+        for value in sorted(set(scores), reverse=True):
+            tied = scores.count(value)
+            if tied <= _FEW_TIED:
+                found = [names[i] for i in _positions(scores, value, tied)]
+            else:
+                found = list(itertools.compress(names, map(operator.eq, scores, itertools.repeat(value))))
+            first.extend((name, value) for name in sorted(found)[: count - len(first)])
+            if len(first) >= count:
+                break
+        return first
 
     def failures(self) -> Counter[tuple[str, str, bool]]:
         """How many nodes each filter returned false for, by (rule set, rule, enforced)."""

@@ -549,7 +549,7 @@ def _collect(table: Verdicts, found: Sequence[NodeDecision], nodes: Sequence[Nod
         kinds = list(failed.values())
     else:
         kinds = [failed[key] for key in set(map(id, found)) if key in failed]
-    decision.collect_later(functools.partial(_collected, found, nodes, errors_of, kinds))
+    decision.collect_later(functools.partial(_collected, found, nodes, errors_of, kinds), found)
 
 
 def _collected(
@@ -557,10 +557,13 @@ def _collected(
     nodes: Sequence[NodeContext],
     errors_of: Mapping[NodeContext, Errors],
     kinds: list[Any],
+    rejecting: list[NodeDecision] | None,
 ) -> tuple[list[RuleError], Failures]:
     """The errors of `nodes` (from `errors_of`), added rule by rule, node by node (the reference's order), and
     how many of the verdicts `found` failed each filter (`kinds`: the failed verdicts, each with the filters
-    it failed); C-level passes, as this runs for every candidate of every call."""
+    it failed); C-level passes, as this runs for every candidate of every call. When every failed verdict
+    rejected its node, they are counted among those of `found` that did (`rejecting`, when known): usually
+    a few of the candidates."""
     errors: list[RuleError] = []
     if errors_of:
         with_errors = itertools.compress(range(len(nodes)), map(errors_of.__contains__, nodes))
@@ -568,6 +571,8 @@ def _collected(
         errors = [error for _, _, error in sorted(by_node, key=lambda e: (e[0], e[1]))]
     counted: Failures = Counter()
     if kinds:
+        if rejecting is not None and not any(verdict.passed for verdict, _ in kinds):
+            found = rejecting
         ids = list(map(id, found))
         counts: Mapping[int, int] = Counter(ids) if len(kinds) > _FEW_FAILED else {}
         for verdict, failures in kinds:
