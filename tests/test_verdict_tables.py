@@ -9,8 +9,10 @@ from typing import Any
 
 import orjson
 import pytest
+from starlette.responses import Response
 
 from rulesched.extender import wire
+from rulesched.extender.routes import JsonResponse
 from rulesched.extender.wire import host_priority_list
 from rulesched.rules import reference
 from rulesched.rules.cel import make_engine
@@ -143,3 +145,12 @@ def test_a_filter_outcome_splits_reasons_by_resolvable_in_candidate_order() -> N
         [("c", "r-c"), ("e", "r-e")],
     )
     assert Decision(1, [], {"b": NodeDecision("b")}).outcome() == (["b"], {}, {})
+
+
+@pytest.mark.parametrize("status", [200, 400, 413, 500])
+@pytest.mark.parametrize("body", [b"{}", b'{"NodeNames":["a"]}', b"[]"])
+def test_an_encoded_answer_has_the_headers_starlette_would_give_it(body: bytes, status: int) -> None:
+    answer = JsonResponse(body, status)
+    plain = Response(body, status_code=status, media_type="application/json")
+    assert (answer.status_code, answer.body, answer.raw_headers) == (plain.status_code, plain.body, plain.raw_headers)
+    assert answer.background is None

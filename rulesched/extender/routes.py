@@ -53,12 +53,23 @@ Found = tuple[Sequence[NodeContext], Mapping[str, str], Decision]
 """A call's node contexts, the names it could not evaluate (with why), and its decision."""
 
 
+class JsonResponse(Response):
+    """A JSON body already encoded, with the headers Starlette's `Response` would give it (content-length,
+    content-type), set directly: every filter and prioritize answer is one."""
+
+    media_type = "application/json"
+
+    def __init__(self, body: bytes, status_code: int = 200) -> None:
+        self.status_code, self.body, self.background = status_code, body, None
+        self.raw_headers = [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json")]
+
+
 def json_response(content: Any, status_code: int = 200) -> Response:
-    return Response(orjson.dumps(content), status_code=status_code, media_type="application/json")
+    return JsonResponse(orjson.dumps(content), status_code)
 
 
 def _encoded(body: bytes) -> Response:
-    return Response(body, media_type="application/json")
+    return JsonResponse(body)
 
 
 def error_response(status_code: int, message: str) -> Response:
@@ -203,7 +214,10 @@ class Extender:
         if nodes is not None:
             self._remember(nodes, replaced if replaced is not None else [])
             return await self.in_evaluator(len(nodes), lambda: self.contexts.for_objects(nodes)), {}
-        known, unknown = await self.in_evaluator(len(names), lambda: self.contexts.for_names(names))
+        if len(names) <= self.settings.thread_candidates:  # `in_evaluator`'s check, made here on every call
+            known, unknown = self.contexts.for_names(names)
+        else:
+            known, unknown = await self.in_evaluator(len(names), lambda: self.contexts.for_names(names))
         if not unknown:
             return known, {}
         return await self._fetch_missing(args.node_names or [], known, unknown)

@@ -199,7 +199,8 @@ class Decision:
         self._all_passed = False
         """Every candidate passed (no filter ran: a prioritize call)."""
         """`_scores` are the verdicts' own (no node without a score)."""
-        self.nodes = dict(nodes or {})
+        if nodes:
+            self.nodes = dict(nodes)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Decision):

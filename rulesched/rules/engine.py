@@ -137,7 +137,7 @@ class Evaluation:
         self.book = book
         self.plan = book.plan
         self.request = request
-        self.decision = Decision(generation=book.generation, applied=[], nodes={})
+        self.decision = Decision(generation=book.generation, applied=[])
 
     def run(
         self,
@@ -149,10 +149,10 @@ class Evaluation:
         names: Sequence[str] | None = None,
     ) -> Decision:
         plan, decision = self.plan, self.decision
-        applying = self.applying()
-        decision.applied = [self.book.rule_sets[i].name for i in applying]
-        score_rules = [r for i in applying for r in plan.scores[i]]
-        names = list(map(_NAME, nodes)) if names is None else list(names)
+        applying, decision.applied = self.applying()
+        score_rules = [r for i in applying for r in plan.scores[i]] if scores else []
+        # The request's names are its own, kept as they are (nothing changes them).
+        names = list(map(_NAME, nodes)) if names is None else names if type(names) is list else list(names)
         if filters:
             # Verdicts kept for filters are shared by the nodes that fare alike: named only when scored.
             verdicts = self.filter(applying, nodes, private=scores)
@@ -177,8 +177,9 @@ class Evaluation:
             self.score(score_rules, _memos(plan, passing), [decision.nodes[n.name] for n in passing])
         return decision
 
-    def applying(self) -> list[int]:
-        """The rule sets whose match conditions hold, memoized by pod key; their errors recorded."""
+    def applying(self) -> tuple[tuple[int, ...], list[str]]:
+        """The rule sets whose match conditions hold (their indices, and their names, a copy of the Decision's
+        own), memoized by pod key; their errors recorded."""
         plan, request = self.plan, self.request
         key = request.key_for(plan.conditions_read_now)
         found = plan.applying.get(key)
@@ -186,12 +187,14 @@ class Evaluation:
             work(plan.conditions_work)
             engine = plan.engine
             shared = {name: engine.convert(value) for name, value in request.values.items()}
-            probe = Decision(generation=0, applied=[], nodes={})
+            probe = Decision(generation=0, applied=[])
             indices = [i for i, rs in enumerate(plan.rule_sets) if semantics.applies(rs, engine, shared, probe)]
-            found = remember(plan.applying, key, (indices, probe.errors), APPLYING_KEPT)
-        indices, errors = found
-        self.decision.errors.extend(errors)
-        return list(indices)
+            names = [plan.rule_sets[i].name for i in indices]
+            found = remember(plan.applying, key, (tuple(indices), names, probe.errors), APPLYING_KEPT)
+        indices, names, errors = found
+        if errors:
+            self.decision.errors.extend(errors)
+        return indices, list(names)
 
     def filter(self, applying: Sequence[int], nodes: Sequence[NodeContext], *, private: bool) -> list[NodeDecision]:
         """Each node's verdict, reused from the node's memo when the same rules ran for the same pod key.
@@ -566,8 +569,10 @@ def _collected(
     a few of the candidates."""
     errors: list[RuleError] = []
     if errors_of:
-        with_errors = itertools.compress(range(len(nodes)), map(errors_of.__contains__, nodes))
-        by_node = [(position, index, error) for index in with_errors for position, error in errors_of[nodes[index]]]
+        with_errors = filter(errors_of.__contains__, nodes)  # in candidate order
+        by_node = [
+            (position, index, error) for index, node in enumerate(with_errors) for position, error in errors_of[node]
+        ]
         errors = [error for _, _, error in sorted(by_node, key=lambda e: (e[0], e[1]))]
     counted: Failures = Counter()
     if kinds:

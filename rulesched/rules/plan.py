@@ -106,7 +106,7 @@ class NodeMemo:
     """Made by `Plan.resampled`: the filter verdicts of the previous memo hold when no filter reads `metrics`."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PodRequest:
     """The per-pod side of one evaluation: plain values to bind, and the key that identifies them."""
 
