@@ -281,6 +281,23 @@ def test_during_an_api_outage_requests_naming_new_nodes_make_almost_no_gets(api:
     assert asked <= 2, f"{asked} direct GETs in 3 s of outage"
 
 
+def test_a_body_above_the_limit_without_a_length_is_a_413_however_it_arrives() -> None:
+    # Chunked, so there is no content-length to refuse it by: it is counted as it is read, whether it came
+    # whole with its headers (then read at once, without a timer) or after them.
+    body = b"{" + b" " * 3000 + b"}"
+    head = b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    chunked = b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body)
+    with running_server(config(max_body_bytes=1000)) as server:
+        for parts in ([head + chunked], [head, chunked]):
+            with raw_connection(server) as connection:
+                for part in parts:
+                    connection.sendall(part)
+                    time.sleep(0.05)  # the second part arrives once the request is being answered
+                answer = answer_and_close(connection)
+            assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
+            assert b"--max-body-bytes" in answer
+
+
 def test_health_checks_are_answered_while_a_large_request_is_worked_out() -> None:
     # 19,999 distinct nodes in full mode (about 0.7 MB): seconds of work on a small machine. It runs in a
     # worker thread (--thread-candidates), so the event loop answers /healthz meanwhile; before, nothing

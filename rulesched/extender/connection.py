@@ -36,13 +36,27 @@ def timeout_answer(seconds: float) -> bytes:
     return head.encode() + b"connection: close\r\n\r\n" + body
 
 
+BODY_ARRIVED = "rulesched.body_arrived"
+"""A request's ASGI scope key, true once its whole body has arrived: `receive()` then returns it at once, and
+the extender reads it without setting a timer (`Extender.body`)."""
+
+
 def connection_protocol(header_timeout: float, allowed_names: frozenset[str] = frozenset()) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol, closing a connection whose request headers take longer than `header_timeout`
     seconds and, when `allowed_names` are given, a TLS connection whose client certificate names none of them
-    (before reading a byte: the CA alone vouches only that the certificate is from the cluster)."""
+    (before reading a byte: the CA alone vouches only that the certificate is from the cluster). A request's
+    scope says when its whole body has arrived (`BODY_ARRIVED`).
+
+    The header deadline is one timer per connection, not one per request: each request notes when its
+    headers began to be awaited, and the timer, when it fires, closes the connection if those are late, or
+    is set again for when they will be (a timer set and cancelled for every request cost more than parsing
+    its headers)."""
 
     class Connection(HttpToolsProtocol):
         headers_due: asyncio.TimerHandle | None = None
+        """The connection's header deadline timer, while one is set."""
+        awaited_since: float | None = None
+        """When the current request's headers began to be awaited (event loop time); None once they arrived."""
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -59,25 +73,34 @@ def connection_protocol(header_timeout: float, allowed_names: frozenset[str] = f
             self._expect_headers()
 
         def on_headers_complete(self) -> None:
-            self._headers_arrived()
+            self.awaited_since = None
             super().on_headers_complete()
 
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            if self.cycle is not None:
+                self.cycle.scope[BODY_ARRIVED] = True  # type: ignore[literal-required]  # a key of our own
+
         def connection_lost(self, exc: Exception | None) -> None:
-            self._headers_arrived()
-            super().connection_lost(exc)
-
-        def _expect_headers(self) -> None:
-            self._headers_arrived()
-            self.headers_due = self.loop.call_later(header_timeout, self._headers_late)
-
-        def _headers_arrived(self) -> None:
+            self.awaited_since = None
             if self.headers_due is not None:
                 self.headers_due.cancel()
                 self.headers_due = None
+            super().connection_lost(exc)
 
-        def _headers_late(self) -> None:
+        def _expect_headers(self) -> None:
+            self.awaited_since = self.loop.time()
+            if self.headers_due is None:
+                self.headers_due = self.loop.call_at(self.awaited_since + header_timeout, self._check_headers)
+
+        def _check_headers(self) -> None:
             self.headers_due = None
-            if not self.transport.is_closing():
+            if self.awaited_since is None:  # none awaited: the next request sets the timer again
+                return
+            due = self.awaited_since + header_timeout
+            if self.loop.time() < due:  # another request's, begun since the timer was set
+                self.headers_due = self.loop.call_at(due, self._check_headers)
+            elif not self.transport.is_closing():
                 self.transport.write(timeout_answer(header_timeout))
                 self.transport.close()
 
