@@ -484,12 +484,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="", help="comma-separated candidate counts instead of the defaults")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: names, full")
     parser.add_argument("--pods", default=",".join(POD_KINDS), help="comma-separated: replica, new, cold")
+    parser.add_argument(
+        "--max-pods",
+        type=int,
+        default=0,
+        help=f"pods per scenario at most (default {FULL_BUDGET.max_pods}; each scenario still stops after its"
+        f" time, {FULL_BUDGET.seconds:g} s a server): more pods make a steadier p99",
+    )
     args = parser.parse_args(argv)
     modes, kinds = _choice(args.modes, MODES), _choice(args.pods, POD_KINDS)
     # Stopped from outside: unwind, so that every server started is stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started_at = time.monotonic()
     budget = QUICK_BUDGET if args.quick else FULL_BUDGET
+    if args.max_pods > 0:
+        budget = dataclasses.replace(budget, max_pods=args.max_pods, min_pods=min(budget.min_pods, args.max_pods))
     results: list[JSON] = []
     memory: dict[str, JSON] = {}
     with tempfile.TemporaryDirectory(prefix="rulesched-bench-") as directory:

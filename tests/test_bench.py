@@ -65,10 +65,13 @@ def test_benchmark_runs_only_the_servers_modes_and_pods_asked_for(tmp_path: Path
     command = [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--json", str(output)]
     chosen = ["--only", "cpp/founding,baseline/founding", "--modes", "names", "--pods", "replica,cold"]
     finished = subprocess.run(
-        command + chosen, cwd=ROOT, env=env, capture_output=True, text=True, timeout=_TIMEOUT, check=False
-    )
+        [*command, *chosen, "--max-pods", "2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=_TIMEOUT,
+        check=False,
+    )  # fmt: skip
     assert finished.returncode == 0, finished.stderr[-3000:]
-    found = {(s["server"], s["mode"], s["pods"]) for s in json.loads(output.read_text())["scenarios"]}
+    scenarios = json.loads(output.read_text())["scenarios"]
+    assert {s["count"] for s in scenarios} == {2}  # --max-pods: no more pods than asked for
+    found = {(s["server"], s["mode"], s["pods"]) for s in scenarios}
     assert found == {
         (server, "names", pods)
         for server in ("rulesched-cpp/founding", "baseline/founding")
