@@ -42,12 +42,13 @@ def _guarded(extender: Extender, name: str, verb: Verb) -> Callable[[Request], A
     async def endpoint(request: Request) -> Response:
         started = time.perf_counter()
         response = await _answer(extender, verb, request)
-        count = functools.partial(extender.observer.metrics.request, name, response.status_code)
-        seconds = time.perf_counter() - started
+        count = functools.partial(
+            extender.observer.metrics.request, name, response.status_code, time.perf_counter() - started
+        )
         if isinstance(response.background, AfterAnswer):  # counted once the answer is sent, with the rest
-            response.background.steps.append(functools.partial(count, seconds))
+            response.background.steps.append(count)
         else:
-            count(seconds)
+            count()
         return response
 
     return endpoint

@@ -179,6 +179,7 @@ class Extender:
                     raise BodyTooLargeError
                 break
         receive = request.receive
+        first = []
         if request.scope.get(BODY_ARRIVED):  # here already: taken without a timer (`asyncio.timeout` costs 3 µs)
             message = await receive()
             if message["type"] == "http.request" and not message.get("more_body", False):
@@ -186,11 +187,7 @@ class Extender:
                 if len(body) > limit:
                     raise BodyTooLargeError
                 return body
-            if message["type"] == "http.disconnect":
-                raise ClientDisconnect
-            first = [message]  # any other message (never seen): read on as any body is
-        else:
-            first = []
+            first.append(message)  # any other (a disconnect, say): read below as any message is
         chunks, size = [], 0
         try:
             async with asyncio.timeout(self.settings.body_timeout):
@@ -227,10 +224,7 @@ class Extender:
         if nodes is not None:
             self._remember(nodes, replaced if replaced is not None else [])
             return await self.in_evaluator(len(nodes), lambda: self.contexts.for_objects(nodes)), {}
-        if len(names) <= self.settings.thread_candidates:  # `in_evaluator`'s check, made here on every call
-            known, unknown = self.contexts.for_names(names)
-        else:
-            known, unknown = await self.in_evaluator(len(names), lambda: self.contexts.for_names(names))
+        known, unknown = await self.in_evaluator(len(names), lambda: self.contexts.for_names(names))
         if not unknown:
             return known, {}
         return await self._fetch_missing(args.node_names or [], known, unknown)
@@ -333,8 +327,10 @@ class Extender:
         """Count the pod on the node this extender ranked first of the `decision`'s candidates, when one node
         alone has the top score (with ties, kube-scheduler's own scores decide: the pod is counted when /bind
         names its node), until the pod watch shows where it went."""
+        if self.cluster.pods is None:
+            return
         scores = decision.scores()
-        if self.cluster.pods is None or not scores:
+        if not scores:
             return
         # Every prioritize call pays for this over all its candidates: C-level passes only (a loop in
         # Python cost as much as the rest of a 1000-candidate call's own Python work).

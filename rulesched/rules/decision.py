@@ -312,10 +312,9 @@ class Decision:
     def top(self, count: int) -> list[tuple[str, int]]:
         """The names and scores of the first `count` of `ranking()`, without sorting every node."""
         names: Sequence[str] = self.names
-        if self._all_passed:
-            self.scores()  # counted once; they tell whether every candidate has a score of its own (`_exact`)
-        if self._all_passed and self._exact:
-            scores: Sequence[int] = self.scores()  # every candidate scored (a prioritize call)
+        counted = self.scores() if self._all_passed else None  # counting them sets `_exact`
+        if counted is not None and self._exact:
+            scores: Sequence[int] = counted  # every candidate scored (a prioritize call)
         else:
             scored = [
                 (name, n.score)
