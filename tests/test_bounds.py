@@ -175,18 +175,18 @@ scores:
 @pytest.mark.parametrize("filters", [True, False], ids=["filter", "prioritize"])
 def test_a_call_the_caches_answer_needs_no_evaluation_and_gets_the_same_answer(tmp_path: Path, filters: bool) -> None:
     from rulesched.rules.engine import evaluate
-    from rulesched.rules.plan import NeedsEvaluationError, lookups_only
+    from rulesched.rules.plan import NeedsEvaluationError, within
 
     book = load_spec(tmp_path, make_engine("cpp"), LOOKUP_SPEC)
     nodes = [make_context(make_node(f"node-{i}")) for i in range(3)]
     pod = make_pod("web")
-    with lookups_only(), pytest.raises(NeedsEvaluationError):
+    with within(0), pytest.raises(NeedsEvaluationError):
         evaluate(book, pod, nodes, run_filters=filters, run_scores=not filters)  # nothing cached yet
     computed = evaluate(book, pod, nodes, run_filters=filters, run_scores=not filters)
-    with lookups_only():
+    with within(0):
         looked_up = evaluate(book, pod, nodes, run_filters=filters, run_scores=not filters)
     assert looked_up.as_dict() == computed.as_dict()
-    with lookups_only(), pytest.raises(NeedsEvaluationError):
+    with within(0), pytest.raises(NeedsEvaluationError):
         evaluate(
             book, make_pod("another-pod"), nodes, run_filters=filters, run_scores=not filters
         )  # a new pod key: its rules must run

@@ -18,7 +18,6 @@ lookup per candidate.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import itertools
 import json
@@ -139,7 +138,8 @@ class PodRequest:
 
 
 class NeedsEvaluationError(Exception):
-    """Raised under `within()` (or `lookups_only()`) where an evaluation would compute more than it may."""
+    """Raised under `within()` where an evaluation would compute more than it may (`within(0)`: anything but a
+    lookup in the caches)."""
 
 
 WORK_EVALUATION = 20.0
@@ -189,11 +189,6 @@ class within:  # noqa: N801  (used as a function: `with within(budget):`)
 
     def __exit__(self, *failure: object) -> None:
         _mode.budget = None
-
-
-def lookups_only() -> contextlib.AbstractContextManager[None]:
-    """Evaluations in this block may only read what the caches hold: `within(0)`."""
-    return within(0)
 
 
 def work(estimate: float = math.inf) -> None:
