@@ -144,6 +144,23 @@ class Settings(BaseSettings):
     record_queue: int = Field(1024, ge=1)
     """Answered calls waiting to be written to the recording; when it is full a call is left out of the
     recording and counted (`rulesched_recording_calls_total{result="dropped"}`)."""
+    requeue: bool = False
+    """Requeue pods this replica rejected once a rule would let them through: after a change of the metrics,
+    Prometheus values, nodes, pods or rules, the remembered pods are evaluated again and kube-scheduler is
+    nudged by an annotation on the pending pod (docs/operations/requeue.md). Needs a cluster and the RBAC
+    and admission policy of deploy/overlays/requeue/."""
+    requeue_max_pods: int = Field(1000, ge=1)
+    """Most rejected pods remembered for --requeue (the oldest are forgotten first)."""
+    requeue_ttl: float = Field(300.0, gt=0)
+    """Seconds a rejected pod is remembered for --requeue; by then kube-scheduler retries it by itself
+    (podMaxInUnschedulablePodsDuration, 5 minutes)."""
+    requeue_batch: int = Field(64, ge=1)
+    """Most remembered pods evaluated again in one step after a change (one step every 50 ms); the rest
+    wait for the next steps."""
+    requeue_rate: float = Field(5.0, gt=0)
+    """Nudges (annotation patches) per second at most, over all pods (a token bucket)."""
+    requeue_burst: int = Field(10, ge=1)
+    """Nudges that may be sent at once before --requeue-rate paces them."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -164,6 +181,7 @@ def _contradictions(s: Settings) -> list[tuple[bool, str]]:
         (bool(s.tls_client_names) and s.tls_client_ca_file is None, "--tls-client-name needs --tls-client-ca-file"),
         (s.metrics_max_age < s.metrics_interval, "--metrics-max-age is shorter than --metrics-interval: every sample "
          "would age out between two polls"),
+        (s.requeue and s.cluster == "off", "--requeue needs a cluster, but --cluster is off"),
         (s.record_max_bytes < s.record_segment_bytes, "--record-max-bytes is smaller than --record-segment-bytes: "
          "not even one segment would be kept"),
     ]  # fmt: skip

@@ -119,6 +119,9 @@ class _State:
     pod_events: list[_Event] = field(default_factory=list)
     namespaces: dict[str, dict[str, Any]] = field(default_factory=dict)
     namespace_events: list[_Event] = field(default_factory=list)
+    patches: list[dict[str, Any]] = field(default_factory=list)
+    patch_errors: list[int] = field(default_factory=list)
+    patch_forbidden: bool = False
 
 
 def _initial_usage() -> dict[str, dict[str, Any]]:
@@ -336,6 +339,29 @@ class KubeAPI:
         with self.cond:
             return self.state.pods[(namespace, name)]
 
+    def bind(self, namespace: str, name: str, node: str) -> int:
+        """The pod bound to `node`, as kube-scheduler's Binding does (a MODIFIED event with spec.nodeName)."""
+        pod = self.pod_object(namespace, name)
+        pod["spec"]["nodeName"] = node
+        with self.cond:
+            self.state.pods[(namespace, name)].node = node
+        return self._pod_change("MODIFIED", pod)
+
+    def patches(self) -> list[dict[str, Any]]:
+        """Every PATCH of a pod received: `path`, `contentType`, `body`, `code` (the answer's status)."""
+        with self.cond:
+            return copy.deepcopy(self.state.patches)
+
+    def fail_patches(self, *statuses: int) -> None:
+        """The next pod patches answer these statuses (403, 404, 409, 429, 500), one each."""
+        with self.cond:
+            self.state.patch_errors.extend(statuses)
+
+    def forbid_patches(self, forbidden: bool = True) -> None:
+        """Every pod patch is refused with 403, as without the requeue overlay's RBAC."""
+        with self.cond:
+            self.state.patch_forbidden = forbidden
+
     def forbid_binding(self, forbidden: bool = True) -> None:
         with self.cond:
             self.state.bind_forbidden = forbidden
@@ -370,6 +396,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._dispatch("POST")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
 
     @property
     def api(self) -> KubeAPI:
@@ -612,6 +641,70 @@ class _Handler(BaseHTTPRequestHandler):
         # What kube-apiserver answers to a Binding: a Status "Success" with code 201 (not the Binding).
         return 201, _recorded("w4-binding-201.json")
 
+    # -- pods: PATCH (a JSON merge patch of metadata, as the requeue nudge sends) -------------------------
+
+    def patch_pod(self, query: dict[str, str], namespace: str, name: str) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        code, answer = self._patch(namespace, name, body)
+        with self.api.cond:
+            self.state.patches.append(
+                {"path": self.path, "contentType": self.headers.get("Content-Type"), "body": body, "code": code}
+            )
+        if code == 429:
+            self.send_response(429)
+            self.send_header("Retry-After", "1")
+            raw = _compact(answer)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+            return
+        self._json(code, answer)
+
+    def _patch(self, namespace: str, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self.api.cond:
+            error = self.state.patch_errors.pop(0) if self.state.patch_errors else None
+            if self.state.patch_forbidden:
+                error = 403
+            found = self.state.pod_objects.get((namespace, name))
+        if error is not None:
+            return error, _refusal(error, namespace, name)
+        if found is None:
+            return 404, _refusal(404, namespace, name)
+        metadata = body.get("metadata") or {}
+        if metadata.get("uid") and metadata["uid"] != found["metadata"].get("uid"):
+            uid = found["metadata"].get("uid")
+            message = f"Precondition failed: UID in precondition: {metadata['uid']}, UID in object meta: {uid}"
+            return 409, _status(409, "Conflict", message, {"name": name, "kind": "pods"})
+        patched = copy.deepcopy(found)
+        annotations = patched["metadata"].setdefault("annotations", {})
+        for key, value in (metadata.get("annotations") or {}).items():
+            if value is None:
+                annotations.pop(key, None)
+            else:
+                annotations[key] = value
+        if patched != found:  # as kube-apiserver: a patch that changes nothing writes nothing (no new version)
+            self.api._pod_change("MODIFIED", patched)
+        return 200, {"kind": "Pod", "apiVersion": "v1", **patched}
+
+
+def _refusal(code: int, namespace: str, name: str) -> dict[str, Any]:
+    """kube-apiserver's Status for a refused pod patch (the form of the recorded refusals, d4 and b4)."""
+    if code == 403:
+        message = (
+            f'pods "{name}" is forbidden: User "system:serviceaccount:rulesched-system:rulesched" cannot patch '
+            f'resource "pods" in API group "" in the namespace "{namespace}"'
+        )
+        return _status(403, "Forbidden", message, {"name": name, "kind": "pods"})
+    if code == 404:
+        return _status(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+    if code == 409:
+        message = f'Operation cannot be fulfilled on pods "{name}": the object has been modified'
+        return _status(409, "Conflict", message, {"name": name, "kind": "pods"})
+    if code == 429:
+        return _status(429, "TooManyRequests", "Too many requests, please try again later.", {"retryAfterSeconds": 1})
+    return _status(code, "InternalError", f"injected error {code}")
+
 
 class _WatchStream:
     """One open watch: history after `start`, then live events, bookmarks, expiry, or the server going down."""
@@ -720,6 +813,7 @@ _ROUTES: list[tuple[tuple[str, ...], Route]] = [
     (("POST", "api", "v1", "namespaces", "*", "pods", "*", "binding"), _Handler.bind_pod),
     (("GET", "api", "v1", "pods"), _Handler.list_pods),
     (("GET", "api", "v1", "namespaces"), _Handler.list_namespaces),
+    (("PATCH", "api", "v1", "namespaces", "*", "pods", "*"), _Handler.patch_pod),
 ]
 
 

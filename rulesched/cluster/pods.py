@@ -188,11 +188,13 @@ class PodIndex:
     def ready(self) -> bool:
         return True  # a source that fills the index says otherwise until its first list
 
-    def start(self) -> None:
-        pass
+    def assigned(self, key: str) -> bool:
+        """Whether the pod `key` (`pod_key`) is known bound: the watch showed it on a node."""
+        return key in self._pods
 
-    def stop(self) -> None:
-        pass
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
 
     def _touch(self, node: str | None) -> None:
         """`node`'s pods changed (None: any node's may have); the lock is held."""
@@ -393,8 +395,6 @@ class FileNamespaceSource:
     def size(self) -> int:
         return len(self._namespaces)
 
-    def start(self) -> None:
-        pass
+    def start(self) -> None: ...
 
-    def stop(self) -> None:
-        pass
+    def stop(self) -> None: ...

@@ -195,7 +195,8 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
         return json_response({"ready": ready, "checks": checks}, 200 if ready else 503)
 
     async def rules(request: Request) -> Response:
-        return json_response({**rules_status(store), "sources": sources_status(cluster)})
+        requeue = {"requeue": extender.requeue.status()} if extender.requeue is not None else {}
+        return json_response({**rules_status(store), "sources": sources_status(cluster), **requeue})
 
     async def shadow(request: Request) -> Response:
         if extender.shadow is None:

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 from starlette.background import BackgroundTask
@@ -45,6 +45,9 @@ from rulesched.rules.engine import evaluate
 from rulesched.rules.plan import NeedsEvaluationError, within
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
+
+if TYPE_CHECKING:
+    from rulesched.extender.requeue import Requeue
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +110,8 @@ class Extender:
         """Whether a filter or prioritize call is being answered: the shadow and recording threads wait for it."""
         self.shadow: Shadow | None = None
         self.recorder: Recorder | None = None
+        self.requeue: Requeue | None = None
+        """`--requeue`: told of every filter answer (after it is sent) whether the pod may be retried later."""
         self.last_prioritize: tuple[Mapping[str, Any], list[str]] | None = None
         """The last names-mode prioritize call's pod and candidates, which `--refresh-ahead` evaluates again."""
 
@@ -454,7 +459,8 @@ async def filter_verb(extender: Extender, request: Request) -> Response:
             extender.observer.decision, "filter", args.pod, decision, len(args.names), seconds, passed=len(passed)
         )
         then = extender.answered("filter", args, (now, book), (contexts, unknown, decision)) if now else None
-        return resume_after(json_response(answer), garbage, observe, then)
+        requeue = extender.requeue.after_filter(args.pod, args.names, bool(passed)) if extender.requeue else None
+        return resume_after(json_response(answer), garbage, observe, then, requeue)
 
 
 async def prioritize_verb(extender: Extender, request: Request) -> Response:

@@ -24,6 +24,7 @@ from rulesched.extender.metrics import Metrics
 from rulesched.extender.observe import Observer
 from rulesched.extender.recording import Recorder, RecordLimits
 from rulesched.extender.refresh import Refresher
+from rulesched.extender.requeue import Requeue
 from rulesched.extender.routes import Extender
 from rulesched.extender.shadow import Shadow
 from rulesched.rules.book import RuleBook
@@ -80,6 +81,7 @@ def build(settings: Settings) -> Parts:
         record = RecordLimits(settings.record_segment_bytes, settings.record_max_bytes, settings.record_queue)
         extender.recorder = Recorder(settings.record_dir, record, extender.idle, metrics)
     refresher = Refresher(extender, metrics) if settings.refresh_ahead else None
+    requeue = _requeue(settings, extender, metrics)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -88,9 +90,13 @@ def build(settings: Settings) -> Parts:
             extender.recorder.start()
         watching = [asyncio.create_task(r.run(), name="rules-reloader") for r in reloaders]
         refreshing = asyncio.create_task(refresher.run(), name="refresh-ahead") if refresher else None
+        requeuing = _started(requeue)
         try:
             yield
         finally:
+            if requeue is not None and requeuing is not None:
+                requeue.stop()
+                await asyncio.wait_for(requeuing, 5)
             for reloader in reloaders:
                 reloader.stop()
             await asyncio.wait_for(asyncio.gather(*watching), 5)
@@ -105,6 +111,24 @@ def build(settings: Settings) -> Parts:
 
     app.router.lifespan_context = lifespan
     return Parts(settings, store, cluster, app)
+
+
+def _requeue(settings: Settings, extender: Extender, metrics: Metrics) -> Requeue | None:
+    """`--requeue`'s remembered pods and nudge thread (the cluster's API client writes the nudges)."""
+    if not settings.requeue:
+        return None
+    access = extender.cluster.access
+    if access is None:
+        raise StartupError("--requeue needs a cluster, and none was found (give --kubeconfig or --cluster on)")
+    extender.requeue = Requeue(extender, settings, metrics, access.api)
+    return extender.requeue
+
+
+def _started(requeue: Requeue | None) -> asyncio.Task[None] | None:
+    if requeue is None:
+        return None
+    requeue.start()
+    return asyncio.create_task(requeue.run(), name="requeue")
 
 
 def _follow_metric_sources(store: RuleStore, cluster: Cluster) -> None:
