@@ -48,6 +48,17 @@ spec:
     expression: "'pool' in node.metadata.labels && node.metadata.labels['pool'] == 'open'"
     message: pool closed
 """
+EMPTY_NODE = """\
+apiVersion: rulesched.io/v1alpha1
+kind: RuleSet
+metadata:
+  name: empty-nodes
+spec:
+  filters:
+  - name: no-pods
+    expression: pods.size() == 0
+    message: node runs pods
+"""
 BOUND = 5.0
 """Seconds within which a nudge must follow its change (the issue asks kube-scheduler to bind within 10 s)."""
 
@@ -156,12 +167,29 @@ def test_a_node_change_nudges_and_a_change_elsewhere_does_not(api: KubeAPI, tmp_
     with serving(api, tmp_path, OPEN_POOL, metrics_interval=60) as server:
         reject(server, api, "waiting", ["node-a", "node-b"])
         api.label_node("node-c", "pool", "open")  # not a candidate of the pod
-        wait_for(lambda: metric(server, "rulesched_requeue_reevaluations_total") >= 0, what="a look")
+        wait_for(lambda: _labelled(server, "node-c"), what="the node cache to see the label")
         time.sleep(0.5)
         assert nudges(api, code=None) == []
         api.label_node("node-b", "pool", "open")
         wait_for(lambda: bool(nudges(api, "waiting")), timeout=BOUND, what="the nudge after the node change")
         assert nudges(api, "waiting")[0]["body"]["metadata"]["annotations"][ANNOTATION].startswith("nodes.")
+
+
+def _labelled(server: RunningServer, name: str) -> bool:
+    nodes = server.parts.cluster.nodes
+    node = nodes.get(name) if nodes is not None else None
+    return node is not None and node["metadata"].get("labels", {}).get("pool") == "open"
+
+
+def test_pods_leaving_a_candidate_node_nudge(api: KubeAPI, tmp_path: Path) -> None:
+    with serving(api, tmp_path, EMPTY_NODE, metrics_interval=60) as server:
+        reject(server, api, "waiting", ["node-d"])  # node-d runs two pods (the recorded list)
+        api.delete_pod("fx-alpha", "web-0")
+        time.sleep(0.5)
+        assert nudges(api, code=None) == []  # one pod left there
+        api.delete_pod("fx-beta", "sidecar-app")
+        wait_for(lambda: bool(nudges(api, "waiting")), timeout=BOUND, what="the nudge after the pods left")
+        assert nudges(api, "waiting")[0]["body"]["metadata"]["annotations"][ANNOTATION].startswith("pods.")
 
 
 def test_a_pod_bound_meanwhile_is_forgotten_and_never_nudged(api: KubeAPI, tmp_path: Path) -> None:
@@ -243,6 +271,11 @@ def test_refusals_are_counted_and_a_404_or_409_forgets_the_pod(api: KubeAPI, tmp
         assert remembered(server) == 1  # the throttled one: the next change may nudge it again
         time.sleep(0.5)
         assert len(nudges(api, code=None)) == 3  # nothing sent again without a change
+
+
+def test_requeue_needs_a_cluster() -> None:
+    with pytest.raises(ValueError, match="--requeue needs a cluster"):
+        Settings(requeue=True, cluster="off")
 
 
 def test_requeue_is_off_by_default(api: KubeAPI, tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ Nudges wait in a bounded queue (one per pod, the latest wins) and are sent from 
 pod's uid as a precondition, so a pod re-created under the same name is never touched (409). An answer is
 an outcome, never an exception: `patched`, `forbidden` (403: the overlay's RBAC or admission policy is
 missing), `gone` (404: the pod was deleted), `conflict` (409), `throttled` (429), `failed` (a timeout, a
-5xx, no connection). A failed nudge is not sent again (the next change may send another); after a 429 or a
-failure the thread pauses, doubling up to 10 s. Each outcome is logged once per change of state: a
+5xx, no connection). A failed nudge is not sent again (the next change may send another); after a 403, a
+429 or a failure the thread pauses, doubling up to 10 s. Each outcome is logged once per change of state: a
 missing permission is one warning, not one per pod.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,8 +40,8 @@ log = logging.getLogger(__name__)
 NudgeOutcome = Literal["patched", "forbidden", "gone", "conflict", "throttled", "failed"]
 _PAUSED = Backoff(0.5, 10.0)
 """Pauses after 429s or failures in a row."""
-_IDLE = 0.05
-"""Seconds the thread waits for a nudge when none is queued."""
+_IDLE = 1.0
+"""Most seconds the thread waits for a nudge, or for a token, before it looks again (a nudge queued wakes it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,8 @@ class Nudger:
         self._lock = threading.Condition()
         self._state: NudgeOutcome | None = None
         self._failures = 0
+        self._resume = 0.0
+        """No nudge is sent before this `time.monotonic()` (a pause after refusals)."""
         self.loop = BackgroundLoop(self._step, LoopOptions("rulesched-requeue", interrupt=self._wake))
 
     def submit(self, nudge: Nudge) -> None:
@@ -117,15 +120,15 @@ class Nudger:
             self._lock.notify_all()
 
     def _step(self) -> Outcome:
-        """Send the next nudge when the bucket has a token; pause after a 429 or a failure."""
+        """Send the next nudge when the bucket has a token and no pause after refusals is under way."""
         with self._lock:
             if not self._queue:
                 self._lock.wait(_IDLE)
                 return "ok"
-        wait = self._bucket.wait()
+        wait = max(self._bucket.wait(), self._resume - time.monotonic())
         if wait > 0:
             with self._lock:
-                self._lock.wait(min(wait, _IDLE * 4))
+                self._lock.wait(min(wait, _IDLE))
             return "ok"
         with self._lock:
             if not self._queue or not self._bucket.take():
@@ -134,10 +137,9 @@ class Nudger:
         outcome, reason = self.send(nudge)
         self._note(outcome, reason)
         self._report(nudge, outcome, reason)
-        if outcome in ("throttled", "failed"):
+        if outcome in ("forbidden", "throttled", "failed"):
             self._failures += 1
-            with self._lock:
-                self._lock.wait(_PAUSED.pause(self._failures))
+            self._resume = time.monotonic() + _PAUSED.pause(self._failures)
         else:
             self._failures = 0
         return "ok"
