@@ -672,10 +672,9 @@ class _Handler(BaseHTTPRequestHandler):
         if found is None:
             return 404, _refusal(404, namespace, name)
         metadata = body.get("metadata") or {}
-        if metadata.get("uid") and metadata["uid"] != found["metadata"].get("uid"):
-            uid = found["metadata"].get("uid")
-            message = f"Precondition failed: UID in precondition: {metadata['uid']}, UID in object meta: {uid}"
-            return 409, _status(409, "Conflict", message, {"name": name, "kind": "pods"})
+        if metadata.get("uid") and metadata["uid"] != found["metadata"].get("uid"):  # a uid is immutable
+            message = f'Pod "{name}" is invalid: metadata.uid: Invalid value: "{metadata["uid"]}": field is immutable'
+            return 422, _status(422, "Invalid", message, {"name": name, "kind": "Pod"})
         patched = copy.deepcopy(found)
         annotations = patched["metadata"].setdefault("annotations", {})
         for key, value in (metadata.get("annotations") or {}).items():

@@ -273,6 +273,19 @@ def test_refusals_are_counted_and_a_404_or_409_forgets_the_pod(api: KubeAPI, tmp
         assert len(nudges(api, code=None)) == 3  # nothing sent again without a change
 
 
+def test_a_pod_recreated_under_the_name_is_never_touched(api: KubeAPI, tmp_path: Path) -> None:
+    busy(api)
+    with serving(api, tmp_path, QUIET_CPU.replace("LIMIT", "1.0"), metrics_interval=60) as server:
+        reject(server, api, "waiting")
+        api.delete_pod(NAMESPACE, "waiting")
+        api.add_pod(NAMESPACE, "waiting", "uid-another")
+        (tmp_path / "rules" / "rules.yaml").write_text(QUIET_CPU.replace("LIMIT", "100.0"))
+        wait_for(lambda: bool(nudges(api, "waiting", code=422)), timeout=BOUND, what="the refused nudge")
+        assert ANNOTATION not in api.pod_object(NAMESPACE, "waiting")["metadata"].get("annotations", {})
+        wait_for(lambda: metric(server, 'rulesched_requeue_nudges_total{outcome="conflict"}') == 1, what="count")
+        assert remembered(server) == 0
+
+
 def test_requeue_needs_a_cluster() -> None:
     with pytest.raises(ValueError, match="--requeue needs a cluster"):
         Settings(requeue=True, cluster="off")

@@ -5,7 +5,8 @@ Nudges wait in a bounded queue (one per pod, the latest wins) and are sent from 
 (`BackgroundLoop`), paced by a token bucket (`--requeue-rate`, `--requeue-burst`). The patch carries the
 pod's uid as a precondition, so a pod re-created under the same name is never touched (409). An answer is
 an outcome, never an exception: `patched`, `forbidden` (403: the overlay's RBAC or admission policy is
-missing), `gone` (404: the pod was deleted), `conflict` (409), `throttled` (429), `failed` (a timeout, a
+missing), `gone` (404: the pod was deleted), `conflict` (409, or 422: another pod has the name now),
+`throttled` (429), `failed` (a timeout, a
 5xx, no connection). A failed nudge is not sent again (the next change may send another); after a 403, a
 429 or a failure the thread pauses, doubling up to 10 s. Each outcome is logged once per change of state: a
 missing permission is one warning, not one per pod.
@@ -76,8 +77,8 @@ def _classify(error: ApiError) -> NudgeOutcome:
         return "forbidden"
     if isinstance(error, NotFoundError):
         return "gone"
-    if isinstance(error, ConflictError):
-        return "conflict"
+    if isinstance(error, ConflictError) or error.status == 422:
+        return "conflict"  # 422: the uid precondition failed (a uid is immutable): another pod has the name
     if isinstance(error, TooManyRequestsError):
         return "throttled"
     return "failed"
