@@ -347,6 +347,15 @@ class KubeAPI:
             self.state.pods[(namespace, name)].node = node
         return self._pod_change("MODIFIED", pod)
 
+    def pod_writes(self, namespace: str, name: str) -> int:
+        """How many changes of the pod the server recorded (each a watch event with a new resourceVersion)."""
+        with self.cond:
+            return sum(
+                1
+                for e in self.state.pod_events
+                if (e.obj["metadata"]["namespace"], e.obj["metadata"]["name"]) == (namespace, name)
+            )
+
     def patches(self) -> list[dict[str, Any]]:
         """Every PATCH of a pod received: `path`, `contentType`, `body`, `code` (the answer's status)."""
         with self.cond:

@@ -152,6 +152,24 @@ def test_a_metrics_change_nudges_the_pod_once_and_nothing_else_does(
     assert line.getMessage() == f"requeue {NAMESPACE}/waiting: passes on node-b after a metrics change; nudge patched"
 
 
+def test_two_replicas_that_saw_the_same_change_write_once(api: KubeAPI, tmp_path: Path) -> None:
+    busy(api)
+    with (
+        serving(api, tmp_path, QUIET_CPU.replace("LIMIT", "1.0")) as one,
+        serving(api, tmp_path, QUIET_CPU.replace("LIMIT", "1.0")) as two,
+    ):
+        reject(one, api, "waiting")
+        pod = make_pod(name="waiting", namespace=NAMESPACE, requests={"cpu": "100m"})
+        pod["metadata"]["uid"] = "uid-waiting"  # kube-scheduler retried it, through the Service, on the other replica
+        assert httpx.post(f"{two.url}/filter", json={"Pod": pod, "NodeNames": CANDIDATES}).json()["NodeNames"] == []
+        writes = api.pod_writes(NAMESPACE, "waiting")
+        api.set_usage("node-b", "200m", "1Gi", age=5)  # one sample, the same for both replicas
+        wait_for(lambda: len(nudges(api, "waiting")) == 2, timeout=BOUND, what="a nudge from each replica")
+        values = {p["body"]["metadata"]["annotations"][ANNOTATION] for p in nudges(api, "waiting")}
+        assert len(values) == 1
+        assert api.pod_writes(NAMESPACE, "waiting") == writes + 1  # the second patch changed nothing: no write
+
+
 def test_a_rules_reload_that_opens_the_pool_nudges(api: KubeAPI, tmp_path: Path) -> None:
     busy(api)
     with serving(api, tmp_path, QUIET_CPU.replace("LIMIT", "1.0"), metrics_interval=60) as server:
