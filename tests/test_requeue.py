@@ -291,6 +291,23 @@ def test_refusals_are_counted_and_a_404_or_409_forgets_the_pod(api: KubeAPI, tmp
         assert len(nudges(api, code=None)) == 3  # nothing sent again without a change
 
 
+def test_an_unreachable_api_is_a_failed_nudge_counted_and_logged_once(
+    api: KubeAPI, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    busy(api)
+    with serving(api, tmp_path, QUIET_CPU.replace("LIMIT", "1.0"), metrics_interval=60) as server:
+        for i in range(2):
+            reject(server, api, f"waiting-{i}")
+        api.go_down()  # every connection dropped: the patch gets no answer
+        (tmp_path / "rules" / "rules.yaml").write_text(QUIET_CPU.replace("LIMIT", "100.0"))
+        wait_for(lambda: metric(server, 'rulesched_requeue_nudges_total{outcome="failed"}') == 2, timeout=BOUND * 2)
+        assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
+        assert remembered(server) == 2  # kept for the next change
+    failures = [r for r in caplog.records if r.name == "rulesched.cluster.nudge" and r.levelno >= logging.WARNING]
+    assert len(failures) == 1, [r.getMessage() for r in failures]
+    assert "failed" in failures[0].getMessage()
+
+
 def test_a_pod_recreated_under_the_name_is_never_touched(api: KubeAPI, tmp_path: Path) -> None:
     busy(api)
     with serving(api, tmp_path, QUIET_CPU.replace("LIMIT", "1.0"), metrics_interval=60) as server:
