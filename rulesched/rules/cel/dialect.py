@@ -5,7 +5,8 @@ same functions: a regular expression (`matches`, `find`, `findAll`) that RE2 ref
 literal given to `duration`, `timestamp`, `quantity`, `ip`, `cidr`, `url` or `semver` that does not
 parse. The error carries the literal's position. A function only one engine has (`math.*`, cel-cpp's
 math extension) is refused on both, naming the engine that lacks it, so that a rule loads alike on
-either engine (docs/rules/functions.md).
+either engine (docs/rules/functions.md). `has()` of a bare name (`has(metrics)`) is refused as CEL
+refuses it, with what to write instead: a name is always defined, `has()` tests a field of it.
 """
 
 from __future__ import annotations
@@ -57,7 +58,10 @@ def check(source: str) -> None:
 def _problems(node: lark.Tree[Any]) -> Iterator[tuple[str, lark.Token]]:
     if node.data == "ident_arg":
         name, args = str(node.children[0]), _arguments(node)
-        if name == "matches" and len(args) == 2:
+        if name == "has" and len(args) == 1 and _bare_ident(args[0]) is not None:
+            token = cast(lark.Token, _unwrapped(args[0]).children[0])
+            yield _bare_has(str(token)), token
+        elif name == "matches" and len(args) == 2:
             yield from _checked(args[1], "regular expression", regex.compiled)
         elif name == "semver" and len(args) == 2 and _bool(args[1]) is True:
             yield from _checked(args[0], "semver", semver.normalized)
@@ -74,6 +78,13 @@ def _problems(node: lark.Tree[Any]) -> Iterator[tuple[str, lark.Token]]:
                 " both engines have (docs/rules/functions.md)",
                 cast(lark.Token, node.children[1]),
             )
+
+
+def _bare_has(name: str) -> str:
+    return (
+        f"has({name}): has() tests whether a map or message has a field, as in has({name}.field); {name} itself"
+        " is always defined, so test a field of it or drop the test (docs/rules/language.md)"
+    )
 
 
 def _checked(argument: lark.Tree[Any], what: str, parse: Callable[[str], object]) -> Iterator[tuple[str, lark.Token]]:
