@@ -20,6 +20,7 @@ from rulesched.rules import reference
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import ENGINE_NAMES, CelCompileError, Engine
 from rulesched.rules.cel.analysis import PRESENT, fields, paths
+from rulesched.rules.cel.cost import estimate
 from rulesched.rules.context import NodeContext, NodeCustom, node_context
 from rulesched.rules.engine import evaluate
 from rulesched.rules.errors import RulesLoadFailed
@@ -100,6 +101,49 @@ def contexts() -> list[NodeContext]:
 )
 def test_each_form_names_exactly_the_custom_metrics_it_reads(source: str, named: set[str]) -> None:
     assert custom_reads(source) == named
+
+
+CUSTOM = ("custom",)
+
+
+@pytest.mark.parametrize(
+    ("source", "selected"),
+    [
+        ("has(metrics.custom)", {(*CUSTOM, PRESENT)}),
+        ("has(metrics.custom.cpu5m)", {(*CUSTOM, "cpu5m", PRESENT)}),
+        ("metrics.?custom", {CUSTOM}),
+        ("metrics.?custom.?cpu5m.orValue(0.0)", {(*CUSTOM, "cpu5m")}),
+        ("metrics.custom[?'cpu5m']", {(*CUSTOM, "cpu5m")}),
+        ("metrics.custom['cpu5m']", {(*CUSTOM, "cpu5m")}),
+        ("has(metrics.custom) && 'cpu5m' in metrics.custom", {(*CUSTOM, PRESENT), (*CUSTOM, "cpu5m")}),
+        ("has(metrics.custom) && metrics.custom.size() > 0", {(*CUSTOM, PRESENT), CUSTOM}),
+        ("metrics.custom.all(k, metrics.custom[k] < 0.5)", {CUSTOM}),
+        ("cel.bind(c, metrics.custom, has(c.cpu5m))", {CUSTOM}),
+        ("cel.bind(m, metrics, has(m.custom))", {()}),
+        ("[1].exists(x, has(metrics.custom))", {(*CUSTOM, PRESENT)}),
+    ],
+)
+def test_each_form_reads_the_paths_that_decide_it(source: str, selected: set[tuple[str, ...]]) -> None:
+    """What the caches key on (tests/test_analysis.py checks these paths are enough to evaluate each form)."""
+    assert paths(source) == {"metrics": frozenset(selected)}
+
+
+@pytest.mark.parametrize(
+    ("source", "cost"),
+    [
+        ("metrics.custom", 2),
+        ("has(metrics.custom)", 3),  # the selection, and the test
+        ("has(metrics.custom.cpu5m)", 4),
+        ("metrics.?custom.?cpu5m", 3),  # an optional selection costs as a selection
+        ("metrics.custom[?'cpu5m']", 3),
+        ("metrics.custom['cpu5m']", 3),
+        ("'cpu5m' in metrics.custom", 3),  # a lookup in a map
+        ("cel.bind(c, metrics.custom, has(c.cpu5m))", 5),
+        ("metrics.custom.all(k, metrics.custom[k] < 0.5)", 1027),  # 128 entries assumed (docs/rules/cost.md)
+    ],
+)
+def test_each_form_costs_what_its_parts_cost(source: str, cost: int) -> None:
+    assert estimate(source).cost == cost
 
 
 def test_a_presence_test_is_a_path_whose_fields_end_at_the_tested_field() -> None:

@@ -103,7 +103,8 @@ INPUTS: Mapping[str, Shape] = {
         metadata=_METADATA,
         status=_object(images=Shape(size=50, item=ANY)),  # kubelet reports at most 50 images (nodeStatusMaxImages)
     ),
-    "metrics": _map(_object()),
+    # A map (`'cpu' in metrics` is a lookup) whose `custom` is a map of numbers, as `allocatable` is.
+    "metrics": Shape(size=LIST_DEFAULT, item=_object(), fields={"custom": _NUMBERS}, mapping=True),
     "allocatable": _NUMBERS,
     "requests": _NUMBERS,
     "now": SCALAR,
