@@ -5,7 +5,8 @@
 An `Optional` holds a value or none; `hasValue()`, `value()`, `orValue(v)` and `or(o)` read it, as in
 cel-go (`value()` of none is an error). Optional aggregate entries:
 `[a, ?b]` and `{k: v, ?k2: o}` become `optional__list([...])` and `optional__map([...])`, every entry
-then an optional, kept when it holds a value.
+then an optional, kept when it holds a value. `has(e.f)` becomes `has__field(e, 'f')`: presence as
+cel-go tests it, an error when `e` is one.
 """
 
 from __future__ import annotations
@@ -64,6 +65,13 @@ def _optional_access(value: Any, key: Any) -> Any:
     if isinstance(value, Optional):
         return _NONE if value.value is _MISSING else _optional_access(value.value, key)
     return _select(value, key)
+
+
+def _has_field(value: Any, name: Any) -> Any:
+    """`has(value.name)`: an error `value` never reaches here (celpy passes it on as the call's result)."""
+    if isinstance(value, celtypes.MapType):
+        return celtypes.BoolType(name in value)
+    return _error(f"no such field: {name}")
 
 
 def _value(optional: Any) -> Any:
@@ -131,6 +139,7 @@ OPTIONAL_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "optional__field": _optional_access,
     "optional__index": _optional_access,
     "hasValue": _has_value,
+    "has__field": _has_field,
     "value": _value,
     "orValue": _or_value,
     "or": _or,
