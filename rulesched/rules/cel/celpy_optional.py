@@ -45,10 +45,21 @@ def _error(message: str) -> celpy.evaluation.CELEvalError:
     return celpy.evaluation.CELEvalError(message)
 
 
+_EPOCH = celtypes.TimestampType("1970-01-01T00:00:00Z")
+
+
 def _zero(value: Any) -> bool:
+    """Whether `value` is its type's zero value, as cel-go's `optional.ofNonZeroValue` tells (a timestamp's
+    is the epoch); celpy's numbers refuse to compare across kinds (`1.0 == 0`), so each is read as a float."""
     if isinstance(value, (celtypes.ListType, celtypes.MapType, str, bytes)):
         return len(value) == 0
-    return value is None or value == 0 or value is False
+    if isinstance(value, celtypes.TimestampType):
+        return bool(value == _EPOCH)
+    if isinstance(value, celtypes.DurationType):
+        return not value
+    if isinstance(value, (celtypes.BoolType, celtypes.IntType, celtypes.UintType, celtypes.DoubleType)):
+        return float(value) == 0.0
+    return value is None
 
 
 def _select(value: Any, key: Any) -> Optional:

@@ -170,7 +170,7 @@ def _sum(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
 def _two_variable(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
     method, args = str(call.children[1]), _arguments(call)
     names = [_bare_ident(a) for a in args[:2]]
-    size = 4 if method in ("transformList", "transformMap") else 3
+    size = 4 if method.startswith("transform") else 3
     if len(args) not in (3, size) or None in names:
         return []
     k, v = names
@@ -191,6 +191,9 @@ def _two_variable(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
         between, closing = f")), {ZIP}({ks}, {ks}.map({k}, {value}", ")))))"
     elif method == "transformMap":
         middle, between, closing = f", {ZIP}({KEYS}({c}), {KEYS}({c}).map({k}, {value}", "", "))))"
+    elif filtered:  # transformMapEntry
+        middle, between = f", {ENTRIES}({KEYS}({c}).filter({k}, {value}", f")).map({k}, {value}"
+        closing = "))))"
     else:
         middle, between, closing = f", {ENTRIES}({KEYS}({c}).map({k}, {value}", "", "))))"
     edits = [
