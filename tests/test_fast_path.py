@@ -90,6 +90,9 @@ POD_FILTERS = [
     " || pods.filter(p, 'app' in p.metadata.labels && p.metadata.labels['app'] == pod.metadata.labels['app'])"
     ".size() < 2",
     "allocated.cpu + requests.cpu <= allocatable.cpu",
+    "!has(pod.metadata.labels) || !('app' in pod.metadata.labels) || !has(metrics.custom)"
+    " || metrics.custom[?'cpu5m'].orValue(0.0) < (pod.metadata.labels['app'] == 'db' ? 0.3 : 0.6)",
+    "cel.bind(c, metrics.custom, !('mem' in c) || c['mem'] * requests.cpu < 0.5)",
     "!('team' in namespaceObject.metadata.labels) || namespaceObject.metadata.labels['team'] != 'ml'"
     " || (has(node.metadata.labels) && 'tier' in node.metadata.labels)",
 ]
@@ -114,6 +117,7 @@ SCORES = [
         "MinMax",
     ),
     ("has(metrics.custom.cpu5m) ? 10.0 * (1.0 - metrics.custom.cpu5m) : 0.0", "Clamp"),
+    ("metrics.custom.?mem.orValue(0.0) * double(size(pod.metadata.name))", "MinMax"),
     ("metrics.custom[?'mem'].orValue(1.0) + (has(metrics.custom) ? 0.0 : 1.0)", "MinMax"),
     ("cel.bind(c, metrics.custom, double(c.size()) + ('cpu5m' in c ? c['cpu5m'] : 0.0))", "MinMax"),
 ]
