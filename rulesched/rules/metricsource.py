@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from rulesched.rules.cel.analysis import paths_of
+from rulesched.rules.cel.analysis import fields, paths_of
 from rulesched.rules.errors import LoadError
 from rulesched.rules.model import Filter, Metadata, RuleSet, Score, Variable
 
@@ -159,8 +159,9 @@ def _expressions(rule_set: RuleSet) -> Iterator[tuple[tuple[str | int, ...], str
 
 
 def custom_reads(expression: str) -> set[str]:
-    """The custom metric names an expression reads by name (`metrics.custom.cpu5m` → cpu5m)."""
-    found = paths_of([expression]).get("metrics", frozenset())
+    """The custom metric names an expression reads by name (`metrics.custom.cpu5m` → cpu5m); testing the map
+    itself (`has(metrics.custom)`) names none."""
+    found = [fields(path) for path in paths_of([expression]).get("metrics", frozenset())]
     return {path[1] for path in found if len(path) >= 2 and path[0] == "custom"}
 
 
