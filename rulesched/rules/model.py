@@ -57,6 +57,8 @@ class Filter(_Strict):
     resolvableByPreemption: Flag = False
     failurePolicy: Literal["Fail", "Ignore"] = "Fail"
     mode: Mode = "Enforce"
+    audit: Flag = True
+    """Whether the audit of running pods evaluates this filter (false: it matters at placement only)."""
 
 
 class Score(_Strict):
@@ -74,6 +76,8 @@ class RuleSetSpec(_Strict):
     variables: Annotated[list[Variable], RuleList] = []
     filters: Annotated[list[Filter], RuleList] = []
     scores: Annotated[list[Score], RuleList] = []
+    audit: Flag = True
+    """Whether the audit of running pods evaluates this rule set's filters (false: none of them)."""
 
 
 class Metadata(BaseModel):
