@@ -144,6 +144,14 @@ class Settings(BaseSettings):
     record_queue: int = Field(1024, ge=1)
     """Answered calls waiting to be written to the recording; when it is full a call is left out of the
     recording and counted (`rulesched_recording_calls_total{result="dropped"}`)."""
+    audit_interval: float = Field(0.5, gt=0)
+    """Seconds the audit of running pods rests between two steps (docs/guides/descheduling.md): with
+    --audit-nodes-per-step, its pace. It runs when the rules, a node, its metrics or its pods change, in a
+    thread of its own, never on the request path."""
+    audit_nodes_per_step: int = Field(32, ge=1)
+    """Nodes whose pods the audit evaluates in one step."""
+    audit_max_violations: int = Field(10_000, ge=1)
+    """Most violations the audit keeps (GET /audit, the metrics); beyond, the rest are left out and logged."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 
 from rulesched.cluster import Cluster, build_cluster
 from rulesched.cluster.sources import SourceError
+from rulesched.extender import audit_http
 from rulesched.extender.app import create_app
 from rulesched.extender.connection import connection_protocol
 from rulesched.extender.logformat import configure_logging
@@ -80,10 +81,14 @@ def build(settings: Settings) -> Parts:
         record = RecordLimits(settings.record_segment_bytes, settings.record_max_bytes, settings.record_queue)
         extender.recorder = Recorder(settings.record_dir, record, extender.idle, metrics)
     refresher = Refresher(extender, metrics) if settings.refresh_ahead else None
+    auditor = app.state.auditor = audit_http.build_auditor(settings, store, cluster)
+    audit_http.install(app.router.routes, metrics, auditor)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         cluster.start()
+        if auditor is not None:
+            auditor.start()
         if extender.recorder is not None:
             extender.recorder.start()
         watching = [asyncio.create_task(r.run(), name="rules-reloader") for r in reloaders]
@@ -101,6 +106,8 @@ def build(settings: Settings) -> Parts:
                 extender.shadow.stop()
             if extender.recorder is not None:
                 await asyncio.to_thread(extender.recorder.stop)
+            if auditor is not None:
+                await asyncio.to_thread(auditor.stop)
             cluster.stop()
 
     app.router.lifespan_context = lifespan
