@@ -73,6 +73,19 @@ def evaluate_filters(
     return list(verdict.filters) if verdict is not None else []
 
 
+def passing_nodes(
+    book: RuleBook,
+    pod: Mapping[str, Any],
+    contexts: Sequence[NodeContext],
+    *,
+    namespace: Mapping[str, Any] | None,
+    now: datetime.datetime,
+) -> list[str]:
+    """The nodes of `contexts` where every applying filter passes `pod` now (the descheduler's anti-loop check)."""
+    decision = evaluate(book, pod, contexts, now=now, run_scores=False, namespace=namespace, distinct=True)
+    return list(decision.passed)
+
+
 def audited_filters(book: RuleBook) -> Audited:
     """The filters the audit evaluates: every filter but those of a rule set or filter with `audit: false`."""
     found: set[tuple[str, str]] = set()

@@ -18,8 +18,9 @@ import datetime
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from rulesched.cluster.audit import Audited, Violation, audit_node, audited_filters
 from rulesched.cluster.contexts import NodeContexts
@@ -30,6 +31,9 @@ from rulesched.cluster.sources import MetricsSource, NodeSource
 from rulesched.rules.book import RuleBook
 from rulesched.rules.plan import Plan
 from rulesched.rules.store import RuleStore
+
+if TYPE_CHECKING:
+    from rulesched.cluster.descheduler import Descheduler
 
 log = logging.getLogger("rulesched.decision")
 
@@ -64,8 +68,8 @@ class Auditor:
         self.contexts = NodeContexts(sources.nodes, sources.metrics, sources.pods, sources.custom)
         self.loop = BackgroundLoop(self.step, LoopOptions("rulesched-audit", interval=pace.interval))
         self.overflowed = False
-        self.on_change: list[Callable[[list[Violation], list[Violation]], None]] = []
-        """Called from the audit's thread with the violations that started and those that stopped."""
+        self.descheduler: Descheduler | None = None
+        """Acts on the violations after each step (`--deschedule`), in this thread."""
         self._lock = threading.Lock()
         self._by_node: dict[str, tuple[Violation, ...]] = {}
         self._round: dict[str, None] = {}
@@ -98,11 +102,20 @@ class Auditor:
         """The generation of the rule book the audit last evaluated (0: none yet)."""
         return self._book.generation if self._book is not None else 0
 
+    @property
+    def book(self) -> RuleBook | None:
+        """The audit's copy of the rule book (its own plan), read from the audit's thread."""
+        return self._book
+
     def start(self) -> None:
+        if self.descheduler is not None:
+            self.descheduler.start()
         self.loop.start()
 
     def stop(self) -> None:
         self.loop.stop()
+        if self.descheduler is not None:
+            self.descheduler.stop()
 
     # -- the loop ----------------------------------------------------------------------------------------
 
@@ -123,6 +136,8 @@ class Auditor:
             self._round, self._dirty = self._dirty, {}
             if not self._round:
                 self._complete = time.time()
+        if self.descheduler is not None:
+            self.descheduler.step(self)
         return "ok"
 
     def _mark(self, book: RuleBook) -> None:
@@ -149,7 +164,7 @@ class Auditor:
 
     def _mark_names(self, names: Iterable[str] | None) -> None:
         if names is None:
-            names = [*_nodes_with_pods(self.sources.pods), *self._by_node]
+            names = [*nodes_with_pods(self.sources.pods), *self._by_node]
         for name in names:
             if name not in self._round:
                 self._dirty[name] = None
@@ -177,7 +192,7 @@ class Auditor:
         self._report(before, found)
 
     def _report(self, before: Iterable[Violation], after: Iterable[Violation]) -> None:
-        """Log the pods that start and stop violating a rule, and tell the listeners."""
+        """Log the pods that start and stop violating a rule."""
         old = {_key(v): v for v in before}
         new = {_key(v): v for v in after}
         started = [v for k, v in new.items() if k not in old]
@@ -186,9 +201,6 @@ class Auditor:
             _log("starts violating", violation)
         for violation in stopped:
             _log("stops violating", violation)
-        if started or stopped:
-            for listener in self.on_change:
-                listener(started, stopped)
 
 
 def _key(violation: Violation) -> tuple[str, str, str, str, str]:
@@ -212,6 +224,7 @@ def _log(what: str, v: Violation) -> None:
     )
 
 
-def _nodes_with_pods(pods: PodSource) -> list[str]:
+def nodes_with_pods(pods: PodSource) -> list[str]:
+    """The nodes the pod source has pods on (none for a source without an index)."""
     index = pods if isinstance(pods, PodIndex) else getattr(pods, "index", None)
     return index.nodes() if isinstance(index, PodIndex) else []

@@ -214,6 +214,9 @@ class NodeCache:
     def size(self) -> int:
         return len(self._nodes)
 
+    def names(self) -> list[str]:
+        return list(self._nodes)
+
     def generation(self) -> int:
         return self._changes.generation()
 

@@ -115,6 +115,9 @@ class FileNodeSource:
     def fetch(self, name: str) -> Mapping[str, Any] | None:
         return self._nodes.get(name)
 
+    def names(self) -> list[str]:
+        return list(self._nodes)
+
     def ready(self) -> bool:
         return True
 

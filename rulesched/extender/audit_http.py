@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
@@ -22,6 +22,7 @@ from starlette.routing import BaseRoute, Route
 from rulesched.cluster import Cluster
 from rulesched.cluster.audit import report
 from rulesched.cluster.auditor import Auditor, AuditPace, AuditSources
+from rulesched.cluster.descheduler import build_descheduler
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.routes import error_response, json_response
 from rulesched.rules.store import RuleStore
@@ -38,7 +39,9 @@ def build_auditor(settings: Settings, store: RuleStore, cluster: Cluster) -> Aud
         return None
     sources = AuditSources(cluster.nodes, cluster.pods, cluster.metrics, cluster.namespaces, cluster.custom)
     pace = AuditPace(settings.audit_interval, settings.audit_nodes_per_step, settings.audit_max_violations)
-    return Auditor(store, sources, pace)
+    auditor = Auditor(store, sources, pace)
+    auditor.descheduler = build_descheduler(settings, cluster.access)
+    return auditor
 
 
 def install(routes: list[BaseRoute], metrics: Metrics, auditor: Auditor | None) -> None:
@@ -97,4 +100,13 @@ class _AuditCollector(Collector):
             "rulesched_audit_age_seconds", "Seconds since the audit of running pods was last complete (NaN before)"
         )
         seconds.add_metric([], float("nan") if age is None else age)
-        return [violations, seconds]
+        found: list[Metric] = [violations, seconds]
+        descheduler = self._auditor.descheduler
+        if descheduler is not None:
+            evictions = CounterMetricFamily(
+                "rulesched_evictions", "Evictions asked for, by rule set and outcome", labels=["rule_set", "outcome"]
+            )
+            for (rule_set, outcome), count in sorted(descheduler.counts().items()):
+                evictions.add_metric([rule_set, outcome], count)
+            found.append(evictions)
+        return found

@@ -68,6 +68,8 @@ def build(settings: Settings) -> Parts:
     except SourceError as error:
         raise StartupError(str(error)) from error
     _follow_metric_sources(store, cluster)
+    if settings.deschedule == "on" and cluster.access is None:
+        raise StartupError("--deschedule on needs a cluster, and none was found (give --kubeconfig or --cluster on)")
     if settings.enable_bind and cluster.binder is None:
         raise StartupError("--enable-bind needs a cluster, and none was found (give --kubeconfig or --cluster on)")
     app = create_app(settings, store, cluster, Observer(metrics))
