@@ -16,6 +16,7 @@ from rulesched.rules.loader import load_rule_book
 from rulesched.tools.audit import AuditInputs, audit_files
 from tests.audit_inputs import PAYMENTS, write_inputs
 from tests.builders import NOW, rule_set, write_rules
+from tests.paths import EXAMPLES, RULES
 
 BATCH_1 = [
     ("jobs", "batch-1", "payments", "fits", "a", "does not fit", True),
@@ -129,3 +130,28 @@ def test_unusable_input_is_status_2(tmp_path: Path, capsys: pytest.CaptureFixtur
     args = ["audit", "--rules", str(paths["rules"]), "--nodes", broken, "--pods", str(paths["pods"])]
     assert main(args) == 2
     assert "broken.json" in capsys.readouterr().err
+
+
+def test_a_recording_is_audited_in_the_latest_state_it_saw(capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = EXAMPLES / "cluster"
+    files = ["--nodes", str(cluster / "nodes.yaml"), "--pods", str(cluster / "pods.yaml")]
+    files += ["--metrics", str(cluster / "metrics.yaml"), "--namespaces", str(cluster / "namespaces.yaml")]
+    assert main(["audit", "--rules", str(RULES), *files, "-o", "json"]) == 1
+    from_files = json.loads(capsys.readouterr().out)
+    assert main(["audit", "--rules", str(RULES), "--recording", str(EXAMPLES / "recording"), "-o", "json"]) == 1
+    from_recording = json.loads(capsys.readouterr().out)
+    assert from_recording["violations"] == from_files["violations"]
+    assert from_recording["violations"][0]["pod"] == "train-0"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--nodes", "n.yaml"], "audit needs --nodes and --pods (or --recording)"),
+        (["--recording", "r", "--pods", "p.yaml"], "audit --recording reads the nodes, pods"),
+        (["--recording", "no-such-recording"], "no-such-recording: no such recording"),
+    ],
+)
+def test_usage_errors_are_status_2(args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "--rules", str(RULES), *args]) == 2
+    assert said in capsys.readouterr().err

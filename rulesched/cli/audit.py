@@ -13,6 +13,8 @@ from rulesched.rules.cel import ENGINE_NAMES
 AUDIT_HELP = """\
 Audits the pods of a PodList on the nodes of a NodeList against the rules, as the server's GET /audit:
   rulesched audit --rules rules --nodes nodes.yaml --pods pods.yaml --metrics metrics.yaml
+or the latest state of each node a recording (rulesched serve --record DIR) saw:
+  rulesched audit --rules rules --recording recording/
 Exit status: 0 when nothing --fail-on names is found, 1 when it is, 2 for unusable input or rules.
 """
 
@@ -25,8 +27,11 @@ def add(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     audit.add_argument("--rules", type=Path, action="append", required=True, help="rules directory or file")
-    audit.add_argument("--nodes", type=Path, required=True, help="a NodeList file, JSON or YAML")
-    audit.add_argument("--pods", type=Path, required=True, help="a PodList file: the running pods")
+    audit.add_argument("--nodes", type=Path, help="a NodeList file, JSON or YAML")
+    audit.add_argument("--pods", type=Path, help="a PodList file: the running pods")
+    audit.add_argument(
+        "--recording", type=Path, help="instead of the files: a recording (serve --record), its latest state"
+    )
     audit.add_argument("--metrics", type=Path, help="a NodeMetricsList file")
     audit.add_argument("--namespaces", type=Path, help="a NamespaceList file (namespaceObject)")
     audit.add_argument("--cel-engine", choices=ENGINE_NAMES, default="cpp", help="CEL engine (default cpp)")
@@ -44,11 +49,17 @@ def run(args: argparse.Namespace) -> int:
     from rulesched.rules.errors import RulesLoadFailed
     from rulesched.tools.audit import AuditInputs, failed, render, run_audit
     from rulesched.tools.inputs import InputError
+    from rulesched.tools.recording_read import RecordingError
 
-    inputs = AuditInputs(args.nodes, args.pods, args.metrics, args.namespaces)
+    files = (args.nodes, args.pods, args.metrics, args.namespaces)
+    if args.recording is not None and any(files):
+        return fail("audit --recording reads the nodes, pods, metrics and namespaces it recorded: drop the files", 2)
+    if args.recording is None and not (args.nodes and args.pods):
+        return fail("audit needs --nodes and --pods (or --recording)", 2)
+    inputs = args.recording or AuditInputs(*files)
     try:
         result = run_audit(args.rules, args.cel_engine, inputs)
-    except (InputError, RulesLoadFailed) as error:
+    except (InputError, RecordingError, RulesLoadFailed) as error:
         return fail(str(error), 2)
     sys.stdout.write(render(result, args.output))
     return 1 if failed(result, args.fail_on) else 0

@@ -20,9 +20,8 @@ import datetime
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from rulesched.cluster.pods import NamespaceSource
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext, namespace_name, pod_identity, with_pods
 from rulesched.rules.decision import FilterResult
@@ -30,6 +29,12 @@ from rulesched.rules.engine import evaluate
 
 Audited = frozenset[tuple[str, str]]
 """The (rule set, filter) pairs the audit evaluates."""
+
+
+class Namespaces(Protocol):
+    """Where a pod's Namespace is found (`namespaceObject`): a namespace source, or a plain dictionary."""
+
+    def get(self, name: str, /) -> Mapping[str, Any] | None: ...
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -140,7 +145,7 @@ def audit_node(
     book: RuleBook,
     context: NodeContext,
     audited: Audited,
-    namespaces: NamespaceSource | None,
+    namespaces: Namespaces | None,
     now: datetime.datetime,
 ) -> list[Violation]:
     """The violations of every pod the context counts on its node, sorted."""

@@ -26,7 +26,7 @@ from rulesched.cluster.audit import Audited, Violation, audit_node, audited_filt
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.custom import CustomValues
 from rulesched.cluster.loop import BackgroundLoop, LoopOptions, Outcome
-from rulesched.cluster.pods import NamespaceSource, PodIndex, PodSource
+from rulesched.cluster.pods import NamespaceSource, PodSource
 from rulesched.cluster.sources import MetricsSource, NodeSource
 from rulesched.rules.book import RuleBook
 from rulesched.rules.plan import Plan
@@ -80,6 +80,9 @@ class Auditor:
         self._book: RuleBook | None = None
         self._audited: Audited = frozenset()
         self._complete: float | None = None
+        self._step_began = 0.0
+        self._round_began: float | None = None
+        """When the pass under way was formed: every change seen before then is in it or audited."""
 
     # -- what readers see --------------------------------------------------------------------------------
 
@@ -124,6 +127,7 @@ class Auditor:
         book = self.store.book
         if book is None:
             return "ok"
+        self._step_began = time.time()
         self._mark(book)
         now = datetime.datetime.now(datetime.UTC)
         for _ in range(self.pace.nodes_per_step):
@@ -133,9 +137,9 @@ class Auditor:
             del self._round[name]
             self._audit(name, now)
         if not self._round:
-            self._round, self._dirty = self._dirty, {}
-            if not self._round:
-                self._complete = time.time()
+            # Every change seen before the pass began is audited: the audit is complete as of then.
+            self._complete = self._round_began
+            self._new_round()
         if self.descheduler is not None:
             self.descheduler.step(self)
         return "ok"
@@ -164,17 +168,23 @@ class Auditor:
 
     def _mark_names(self, names: Iterable[str] | None) -> None:
         if names is None:
-            names = [*nodes_with_pods(self.sources.pods), *self._by_node]
+            names = [*node_names(self.sources.nodes), *self._by_node]
         for name in names:
             if name not in self._round:
                 self._dirty[name] = None
         if not self._round:
-            self._round, self._dirty = self._dirty, {}
+            self._new_round()
+
+    def _new_round(self) -> None:
+        """The nodes marked so far become the next pass (nothing to do: complete as of this step)."""
+        self._round, self._dirty = self._dirty, {}
+        self._round_began = self._step_began
 
     def _audit(self, name: str, now: datetime.datetime) -> None:
         book, node = self._book, self.sources.nodes.get(name)
         found: list[Violation] = []
-        if book is not None and node is not None:
+        # A node without pods has no violation: no context is made for it.
+        if book is not None and node is not None and self.sources.pods.node_pods(name, None).pods:
             context = self.contexts.context(node, name)
             found = audit_node(book, context, self._audited, self.sources.namespaces, now)
         with self._lock:
@@ -224,7 +234,7 @@ def _log(what: str, v: Violation) -> None:
     )
 
 
-def nodes_with_pods(pods: PodSource) -> list[str]:
-    """The nodes the pod source has pods on (none for a source without an index)."""
-    index = pods if isinstance(pods, PodIndex) else getattr(pods, "index", None)
-    return index.nodes() if isinstance(index, PodIndex) else []
+def node_names(nodes: NodeSource) -> list[str]:
+    """Every node the source knows (none for a source that cannot list them)."""
+    names = getattr(nodes, "names", None)
+    return list(names()) if callable(names) else []

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from rulesched.cluster.audit import Violation, passing_nodes, pod_of
-from rulesched.cluster.auditor import nodes_with_pods
+from rulesched.cluster.auditor import node_names
 from rulesched.cluster.deschedule_policy import Memory, Rate, exclusion
 from rulesched.cluster.pods import NamespaceSource
 from rulesched.rules.book import RuleBook
@@ -46,6 +46,8 @@ Mode = Literal["dry-run", "on"]
 _WAITING = frozenset({"cooling-down", "rate-limited"})
 CHECKS_PER_STEP = 4
 """Most anti-loop evaluations (the pod over every other node) one step makes."""
+CANDIDATES_PER_STEP = 256
+"""Most violating pods one step looks at, taking turns: the next step goes on where this one stopped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,7 @@ class Descheduler:
         self._states = Memory()
         self._counts: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
+        self._cursor = 0
 
     def counts(self) -> dict[tuple[str, str], int]:
         """Evictions (and dry-run ones) by (rule set, outcome), since the start."""
@@ -103,14 +106,19 @@ class Descheduler:
         return self.options.mode == "dry-run" or (self.elector is not None and self.elector.holding())
 
     def step(self, auditor: Auditor) -> None:
+        """Look at up to `CANDIDATES_PER_STEP` violating pods, from where the last step stopped."""
         book = auditor.book
         if book is None or not self.may_act():
             return
         now = datetime.datetime.now(datetime.UTC)
-        checks = CHECKS_PER_STEP
-        for candidate in candidates(book, auditor.violations()):
+        found = candidates(book, auditor.violations())
+        start = self._cursor % len(found) if found else 0
+        turn = (found[start:] + found[:start])[:CANDIDATES_PER_STEP]
+        looked, checks = 0, CHECKS_PER_STEP
+        for candidate in turn:
             if checks == 0:
                 break
+            looked += 1
             view = _view_of(auditor, candidate.violation)
             if view is None:
                 continue
@@ -119,6 +127,7 @@ class Descheduler:
                 checks -= 1
                 reason = self._act(book, auditor, candidate, view, now)
             self._state(candidate.violation, reason)
+        self._cursor = start + looked
 
     def _stays(self, candidate: Candidate, view: Mapping[str, Any], now: datetime.datetime) -> str | None:
         """Why the pod stays before any evaluation (None: go on to the anti-loop check)."""
@@ -229,10 +238,8 @@ def _view_of(auditor: Auditor, violation: Violation) -> Mapping[str, Any] | None
 def _other_nodes(auditor: Auditor, node: str) -> list[NodeContext]:
     """The contexts of every schedulable node but `node`."""
     source = auditor.sources.nodes
-    names_of = getattr(source, "names", None)
-    names = names_of() if callable(names_of) else nodes_with_pods(auditor.sources.pods)
     found = []
-    for name in names:
+    for name in node_names(source):
         obj = source.get(name) if name != node else None
         if obj is not None and not (obj.get("spec") or {}).get("unschedulable"):
             found.append(auditor.contexts.context(obj, name))

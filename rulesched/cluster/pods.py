@@ -185,10 +185,6 @@ class PodIndex:
     def pending(self) -> int:
         return len(self._pending)
 
-    def nodes(self) -> list[str]:
-        """The nodes with pods (for the audit)."""
-        return list(self._by_node)
-
     def ready(self) -> bool:
         return True  # a source that fills the index says otherwise until its first list
 

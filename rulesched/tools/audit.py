@@ -1,9 +1,9 @@
 """`rulesched audit`: which running pods the rules put in violation, from files, as the server's audit does.
 
-The pods of a PodList (or a recording's pod list) on the nodes of a NodeList, with a metrics file and a
-NamespaceList when given, are audited through `cluster.audit.audit_node`, the server's own audit: the
-JSON is the same as `GET /audit`'s. In a rules pull request it answers the question replay cannot:
-which pods already running would the new rules reject where they run (`--fail-on`).
+The pods of a PodList on the nodes of a NodeList, with a metrics file and a NamespaceList when given
+(or the latest state a recording saw of each node), are audited through `cluster.audit.audit_node`, the
+server's own audit: the JSON is the same as `GET /audit`'s. In a rules pull request it answers the question
+replay cannot: which pods already running would the new rules reject where they run (`--fail-on`).
 """
 
 from __future__ import annotations
@@ -11,16 +11,18 @@ from __future__ import annotations
 import datetime
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from rulesched.cluster.audit import Violation, audit_node, audited_filters, counts, report
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import EngineName, make_engine
+from rulesched.rules.context import NodeContext, namespace_name
 from rulesched.rules.loader import load_rule_book
 from rulesched.tools.inputs import InputError, file_contexts, read_metrics, read_namespaces, read_nodes, read_pods
+from rulesched.tools.recording_read import Recording, read_calls
 
 FailOn = Literal["never", "enforce", "any"]
 """When `rulesched audit` exits 1: never, on an Enforce filter's violation (the default), or on any."""
@@ -62,9 +64,27 @@ def audit_files(book: RuleBook, inputs: AuditInputs, now: datetime.datetime | No
     return AuditResult(sorted(found), len(nodes), seen)
 
 
-def run_audit(rules: Sequence[Path], engine: EngineName, inputs: AuditInputs) -> AuditResult:
-    """Load the rules (raises `RulesLoadFailed`) and audit the files."""
-    return audit_files(load_rule_book(list(rules), make_engine(engine)), inputs)
+def audit_recording(book: RuleBook, path: Path) -> AuditResult:
+    """The violations in the latest state a recording saw of each node (its pods, metrics and labels), at the
+    time of its last call; a pod's Namespace as last recorded (raises `RecordingError`)."""
+    latest: dict[str, NodeContext] = {}
+    namespaces: dict[str, Mapping[str, Any]] = {}
+    now: datetime.datetime | None = None
+    for call in read_calls(Recording(path)):
+        latest.update((context.name, context) for context in call.contexts)
+        if call.namespace is not None:
+            namespaces[namespace_name(call.pod)] = call.namespace
+        now = call.now
+    audited, found = audited_filters(book), []
+    for context in latest.values():
+        found += audit_node(book, context, audited, namespaces, now or datetime.datetime.now(datetime.UTC))
+    return AuditResult(sorted(found), len(latest), sum(len(c.pods.pods) for c in latest.values()))
+
+
+def run_audit(rules: Sequence[Path], engine: EngineName, inputs: AuditInputs | Path) -> AuditResult:
+    """Load the rules (raises `RulesLoadFailed`) and audit the files, or a recording."""
+    book = load_rule_book(list(rules), make_engine(engine))
+    return audit_recording(book, inputs) if isinstance(inputs, Path) else audit_files(book, inputs)
 
 
 def failed(result: AuditResult, fail_on: FailOn) -> bool:
