@@ -116,7 +116,7 @@ class Descheduler:
         turn = (found[start:] + found[:start])[:CANDIDATES_PER_STEP]
         looked, checks = 0, CHECKS_PER_STEP
         for candidate in turn:
-            if checks == 0:
+            if checks == 0 or not self.may_act():  # an eviction may take seconds: the lease may be gone since
                 break
             looked += 1
             view = _view_of(auditor, candidate.violation)
