@@ -43,3 +43,14 @@ def test_without_rules_nothing_is_audited(tmp_path: Path) -> None:
     audit = Auditor(RuleStore([paths["rules"]], make_engine("cpp")), sources)
     assert audit.step() == "ok"
     assert (audit.violations(), audit.age(), audit.generation()) == ([], None, 0)
+
+
+def test_the_audit_evaluates_with_a_plan_of_its_own(tmp_path: Path) -> None:
+    audit = auditor(tmp_path, AuditPace())
+    audit.step()
+    live = audit.store.book
+    assert audit.book is not None
+    assert live is not None
+    assert audit.book.rule_sets is live.rule_sets
+    assert audit.book.plan is not live.plan, "the request path's caches are never touched by the audit's thread"
+    assert not live.plan.memo_of
