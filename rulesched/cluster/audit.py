@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext, namespace_name, pod_identity, with_pods
-from rulesched.rules.decision import FilterResult
+from rulesched.rules.decision import Decision, FilterResult
 from rulesched.rules.engine import evaluate
 
 Audited = frozenset[tuple[str, str]]
@@ -64,6 +64,18 @@ class Violation:
         }
 
 
+def filter_decision(
+    book: RuleBook,
+    pod: Mapping[str, Any],
+    contexts: Sequence[NodeContext],
+    *,
+    namespace: Mapping[str, Any] | None,
+    now: datetime.datetime,
+) -> Decision:
+    """The filters' Decision for `pod` over `contexts`: the audit's and the descheduler's one call into the engine."""
+    return evaluate(book, pod, contexts, now=now, run_scores=False, namespace=namespace, distinct=True)
+
+
 def evaluate_filters(
     book: RuleBook,
     pod: Mapping[str, Any],
@@ -72,9 +84,8 @@ def evaluate_filters(
     namespace: Mapping[str, Any] | None,
     now: datetime.datetime,
 ) -> list[FilterResult]:
-    """Each applying filter's outcome for `pod` on one node: the audit's one call into the engine."""
-    decision = evaluate(book, pod, [context], now=now, run_scores=False, namespace=namespace, distinct=True)
-    verdict = decision.nodes.get(context.name)
+    """Each applying filter's outcome for `pod` on one node."""
+    verdict = filter_decision(book, pod, [context], namespace=namespace, now=now).nodes.get(context.name)
     return list(verdict.filters) if verdict is not None else []
 
 
@@ -87,8 +98,7 @@ def passing_nodes(
     now: datetime.datetime,
 ) -> list[str]:
     """The nodes of `contexts` where every applying filter passes `pod` now (the descheduler's anti-loop check)."""
-    decision = evaluate(book, pod, contexts, now=now, run_scores=False, namespace=namespace, distinct=True)
-    return list(decision.passed)
+    return list(filter_decision(book, pod, contexts, namespace=namespace, now=now).passed)
 
 
 def audited_filters(book: RuleBook) -> Audited:
