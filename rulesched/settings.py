@@ -161,6 +161,34 @@ class Settings(BaseSettings):
     """Nudges (annotation patches) per second at most, over all pods (a token bucket)."""
     requeue_burst: int = Field(10, ge=1)
     """Nudges that may be sent at once before --requeue-rate paces them."""
+    audit_interval: float = Field(0.5, gt=0)
+    """Seconds the audit of running pods rests between two steps (docs/guides/descheduling.md): with
+    --audit-nodes-per-step, its pace. It runs when the rules, a node, its metrics or its pods change, in a
+    thread of its own, never on the request path."""
+    audit_nodes_per_step: int = Field(32, ge=1)
+    """Nodes whose pods the audit evaluates in one step."""
+    audit_max_violations: int = Field(10_000, ge=1)
+    """Most violations the audit keeps (GET /audit, the metrics); beyond, the rest are left out and logged."""
+    deschedule: Literal["off", "dry-run", "on"] = "off"
+    """Act on the audit's violations of rule sets with `spec.descheduling` (docs/guides/descheduling.md):
+    `off`; `dry-run` logs and counts what would be evicted; `on` evicts through the Eviction API, from the
+    one replica holding the lease (the deschedule overlay grants what it needs)."""
+    deschedule_rate: float = Field(5.0, gt=0)
+    """Most evictions a minute, all rule sets together (each rule set has its own rate besides)."""
+    deschedule_cooldown: float = Field(600.0, ge=0)
+    """Seconds a pod this replica evicted (or tried to) is not tried again; after a refusal by a
+    PodDisruptionBudget (429) it is tried again once this has passed, never in a loop."""
+    deschedule_excluded_namespaces: tuple[str, ...] = ("kube-system",)
+    """Namespaces whose pods are never evicted."""
+    lease_namespace: str = "rulesched-system"
+    """The namespace of the Lease that elects the one replica that evicts (`--deschedule on`)."""
+    lease_name: str = "rulesched-descheduler"
+    """The Lease's name (the overlay's RBAC names it)."""
+    lease_identity: str = ""
+    """This replica's name in the Lease; empty: the host name (the pod's name) and a random suffix."""
+    lease_duration: float = Field(15.0, ge=1)
+    """Seconds a lease holder keeps it without renewing; it renews every third of it, and stops evicting once
+    this has passed since its last renewal."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -184,4 +212,5 @@ def _contradictions(s: Settings) -> list[tuple[bool, str]]:
         (s.requeue and s.cluster == "off", "--requeue needs a cluster, but --cluster is off"),
         (s.record_max_bytes < s.record_segment_bytes, "--record-max-bytes is smaller than --record-segment-bytes: "
          "not even one segment would be kept"),
+        (s.deschedule == "on" and s.cluster == "off", "--deschedule on needs a cluster, but --cluster is off"),
     ]  # fmt: skip

@@ -32,6 +32,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from rulesched.cluster.kube import KubeAccess, KubeEnvironment, connect, find_config
 from rulesched.cluster.nodecache import NodeCache
+from tests.kubewrites import ROUTES as WRITE_ROUTES
+from tests.kubewrites import Writes
 from tests.paths import APISERVER_FIXTURES, POD_FIXTURES
 
 TOKEN = "test-token"
@@ -148,6 +150,8 @@ class KubeAPI:
         self._pod_template = {k: copy.deepcopy(first[k]) for k in ("metadata", "spec")}
         self._pod_template["spec"].pop("nodeName")
         self._pod_template["metadata"].pop("managedFields")
+        self.writes = Writes()
+        """Leases, evictions and events (`tests/kubewrites.py`)."""
         self._server = _Server(("127.0.0.1", 0), _Handler, self)
         if tls is not None:
             self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
@@ -310,6 +314,10 @@ class KubeAPI:
             self.cond.notify_all()
             return self.state.rv
 
+    def update_pod(self, pod: dict[str, Any]) -> int:
+        """A change to a pod's object (its owners, annotations, creation time), as a MODIFIED watch event."""
+        return self._pod_change("MODIFIED", copy.deepcopy(pod))
+
     def set_pod_phase(self, namespace: str, name: str, phase: str) -> int:
         """A status change, as the kubelet (here: the test) writes it."""
         pod = self.pod_object(namespace, name)
@@ -408,6 +416,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PATCH(self) -> None:
         self._dispatch("PATCH")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
 
     @property
     def api(self) -> KubeAPI:
@@ -822,6 +833,7 @@ _ROUTES: list[tuple[tuple[str, ...], Route]] = [
     (("GET", "api", "v1", "pods"), _Handler.list_pods),
     (("GET", "api", "v1", "namespaces"), _Handler.list_namespaces),
     (("PATCH", "api", "v1", "namespaces", "*", "pods", "*"), _Handler.patch_pod),
+    *WRITE_ROUTES,
 ]
 
 

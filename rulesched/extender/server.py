@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 
 from rulesched.cluster import Cluster, build_cluster
 from rulesched.cluster.sources import SourceError
+from rulesched.extender import audit_http
 from rulesched.extender.app import create_app
 from rulesched.extender.connection import connection_protocol
 from rulesched.extender.logformat import configure_logging
@@ -68,6 +69,8 @@ def build(settings: Settings) -> Parts:
     except SourceError as error:
         raise StartupError(str(error)) from error
     _follow_metric_sources(store, cluster)
+    if settings.deschedule == "on" and cluster.access is None:
+        raise StartupError("--deschedule on needs a cluster, and none was found (give --kubeconfig or --cluster on)")
     if settings.enable_bind and cluster.binder is None:
         raise StartupError("--enable-bind needs a cluster, and none was found (give --kubeconfig or --cluster on)")
     app = create_app(settings, store, cluster, Observer(metrics))
@@ -82,10 +85,14 @@ def build(settings: Settings) -> Parts:
         extender.recorder = Recorder(settings.record_dir, record, extender.idle, metrics)
     refresher = Refresher(extender, metrics) if settings.refresh_ahead else None
     requeue = _requeue(settings, extender, metrics)
+    auditor = app.state.auditor = audit_http.build_auditor(settings, store, cluster)
+    audit_http.install(app.router.routes, metrics, auditor)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         cluster.start()
+        if auditor is not None:
+            auditor.start()
         if extender.recorder is not None:
             extender.recorder.start()
         watching = [asyncio.create_task(r.run(), name="rules-reloader") for r in reloaders]
@@ -107,6 +114,8 @@ def build(settings: Settings) -> Parts:
                 extender.shadow.stop()
             if extender.recorder is not None:
                 await asyncio.to_thread(extender.recorder.stop)
+            if auditor is not None:
+                await asyncio.to_thread(auditor.stop)
             cluster.stop()
 
     app.router.lifespan_context = lifespan
