@@ -26,7 +26,9 @@ def _null_is_empty(value: object) -> object:
     return [] if value is None else value
 
 
-RuleList = BeforeValidator(_null_is_empty)
+def _rule_list(model: type) -> BeforeValidator:
+    """A list of rules that may also be written as YAML null; the schema (`rulesched schema`) says so too."""
+    return BeforeValidator(_null_is_empty, json_schema_input_type=list[model] | None)  # type: ignore[valid-type]
 
 
 class _Strict(BaseModel):
@@ -70,10 +72,10 @@ class Score(_Strict):
 
 
 class RuleSetSpec(_Strict):
-    matchConditions: Annotated[list[MatchCondition], RuleList] = []
-    variables: Annotated[list[Variable], RuleList] = []
-    filters: Annotated[list[Filter], RuleList] = []
-    scores: Annotated[list[Score], RuleList] = []
+    matchConditions: Annotated[list[MatchCondition], _rule_list(MatchCondition)] = []
+    variables: Annotated[list[Variable], _rule_list(Variable)] = []
+    filters: Annotated[list[Filter], _rule_list(Filter)] = []
+    scores: Annotated[list[Score], _rule_list(Score)] = []
 
 
 class Metadata(BaseModel):
