@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,13 +26,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from rulesched.settings import Settings
 from rulesched.tools.dashboard import dashboard, queries, render
 from tests.kubeapi import wait_for
-from tests.paths import EXAMPLES, REPO
+from tests.paths import EXAMPLE_NODES, EXAMPLES, REPO
 from tests.prometheus import Prometheus
 from tests.server import running_server
 from tests.test_bounds import NESTED_300
 from tests.test_deploy import KUBERNETES_VERSION, kubectl
 from tests.test_deploy import render as render_variant
 from tests.test_docs import anchors
+from tests.test_reload import BROKEN, metric, reject
 
 MONITORING = REPO / "deploy" / "components" / "monitoring"
 OVERLAY = REPO / "deploy" / "overlays" / "monitoring"
@@ -217,6 +220,22 @@ def test_the_check_sees_an_unknown_metric_or_label(exported: dict[str, set[str]]
     assert unknown_reads('rulesched_rules_generation{rule="x"}', exported) == ["label rulesched_rules_generation{rule}"]
 
 
+def test_the_rejected_gauge_follows_the_newest_change(tmp_path: Path) -> None:
+    """`rulesched_rules_rejected` (RuleschedRulesRejected): 1 once a change is rejected, 0 once one loads."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "a.yaml").write_text(reject("a", "k8s-node1"))
+    settings = Settings(rules_dir=rules, nodes_file=EXAMPLE_NODES, cluster="off", reload_debounce=0.05)
+    with running_server(settings) as url, httpx.Client(base_url=url, timeout=10) as client:
+        assert metric(client, "rulesched_rules_rejected") == 0.0
+        (rules / "a.yaml").write_text(BROKEN)
+        wait_for(lambda: metric(client, "rulesched_rules_rejected") == 1.0, timeout=10, what="the rejection")
+        assert metric(client, "rulesched_rules_generation") == 1.0  # the last good rules keep serving
+        (rules / "a.yaml").write_text(reject("a", "k8s-node2"))
+        wait_for(lambda: metric(client, "rulesched_rules_rejected") == 0.0, timeout=10, what="the next good load")
+        assert metric(client, "rulesched_rules_generation") == 2.0
+
+
 # --- the dashboard and the alerts -------------------------------------------------------------------
 
 
@@ -263,7 +282,6 @@ def test_the_alerts_cover_what_the_issue_asks() -> None:
 
 
 def overlay() -> list[dict[str, Any]]:
-    import subprocess
 
     done = subprocess.run(
         [kubectl(), "kustomize", str(OVERLAY)], capture_output=True, text=True, timeout=120, check=True
