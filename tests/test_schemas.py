@@ -60,7 +60,7 @@ def field_of(error: jsonschema.ValidationError) -> str:
 
 
 def schema_fields(kind: str, document: Any) -> set[str]:
-    validator = jsonschema.Draft202012Validator(schema(kind))
+    validator = jsonschema.Draft7Validator(schema(kind))
     return {field_of(e) for e in validator.iter_errors(document)}
 
 
@@ -71,7 +71,7 @@ def test_the_committed_schemas_are_what_the_code_generates(kind: str) -> None:
 
 def test_the_schemas_are_valid_json_schemas_and_nothing_else_is_in_the_folder() -> None:
     for kind in KINDS:
-        jsonschema.Draft202012Validator.check_schema(schema(kind))
+        jsonschema.Draft7Validator.check_schema(schema(kind))
     assert sorted(p.name for p in SCHEMAS.iterdir()) == sorted(FILES.values())
 
 

@@ -22,7 +22,8 @@ from rulesched.rules.model import RuleSet
 from rulesched.tools.recording_read import Header
 from rulesched.tools.ruletest_model import RuleTest
 
-DIALECT = "https://json-schema.org/draft/2020-12/schema"
+DIALECT = "http://json-schema.org/draft-07/schema#"
+"""Draft 7: what every editor and JSON Schema library reads (the keywords pydantic writes are all in it)."""
 MODELS: dict[str, type[BaseModel]] = {
     "RuleSet": RuleSet,
     "MetricSource": MetricSource,
