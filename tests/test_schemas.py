@@ -119,6 +119,19 @@ def test_a_recording_header_validates() -> None:
     Header.model_validate(header)
 
 
+def test_replay_refuses_a_header_its_model_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = RECORDING.read_text().splitlines(keepends=True)
+    header = json.loads(lines[0]) | {"segment": "one"}
+    segment = tmp_path / "segment-000001.jsonl"
+    segment.write_text(json.dumps(header) + "\n" + "".join(lines[1:]))
+    assert schema_fields("RecordingHeader", header) == {"segment"}
+    assert main(["replay", str(segment), "--rules", str(RULES)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"rulesched: {segment}: invalid recording header: segment: Input should be a valid integer\n"
+    )
+
+
 RULE_SET = """\
 apiVersion: rulesched.io/v1alpha1
 kind: RuleSet
