@@ -4,7 +4,8 @@ Its answers are built from the recorded responses in `tests/fixtures/kube-apiser
 list (paged with `limit`/`continue`), watch streams with chunked framing (events split across chunks,
 BOOKMARKs, the 410 ERROR event of an expired resourceVersion), a node GET and its 404, 401 for a bad token,
 metrics.k8s.io (200, 404 when metrics-server is absent, 503 when it is down) and pods/binding (201 and the
-refusals). Pods and namespaces are served from `tests/fixtures/kube-apiserver-v1.32-pods`: lists with field
+refusals). A pod or namespace GET answers the object or its 404, and a (resource, verb) the test forbids a 403.
+Pods and namespaces are served from `tests/fixtures/kube-apiserver-v1.32-pods`: lists with field
 selectors (`spec.nodeName!=`, `status.phase!=…`), and watches that, as the watch cache does, send an object
 entering the selection as ADDED and one leaving it as DELETED with its last matching content.
 The test changes its state through methods: nodes and pods added, labelled, bound and deleted (watch
@@ -124,6 +125,8 @@ class _State:
     patches: list[dict[str, Any]] = field(default_factory=list)
     patch_errors: list[int] = field(default_factory=list)
     patch_forbidden: bool = False
+    forbidden: set[tuple[str, str]] = field(default_factory=set)
+    """(resource, verb) pairs answered 403 (`("pods", "list")`), as for credentials without that permission."""
 
 
 def _initial_usage() -> dict[str, dict[str, Any]]:
@@ -387,6 +390,18 @@ class KubeAPI:
         with self.cond:
             return list(self.state.bindings)
 
+    def put_pod(self, pod: dict[str, Any]) -> int:
+        """A pod object as the test has it (a recorded one, say), created as it is."""
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        with self.cond:
+            self.state.pods[key] = Pod(pod["metadata"]["uid"], pod["spec"].get("nodeName", ""))
+        return self._pod_change("ADDED", copy.deepcopy(pod))
+
+    def forbid(self, resource: str, verb: str) -> None:
+        """Answer 403 to `verb` (list, get) on `resource` (pods, namespaces) from now on."""
+        with self.cond:
+            self.state.forbidden.add((resource, verb))
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -568,6 +583,8 @@ class _Handler(BaseHTTPRequestHandler):
     # -- pods and namespaces ----------------------------------------------------------------------------
 
     def list_pods(self, query: dict[str, str]) -> None:
+        if self._forbidden("pods", "list"):
+            return
         selector = _selector(query.get("fieldSelector", ""))
         if query.get("watch") in ("true", "1", "True"):
             self._watch(query, lambda state: state.pod_events, selector)
@@ -660,6 +677,37 @@ class _Handler(BaseHTTPRequestHandler):
                 self.api._pod_change("MODIFIED", bound)
         # What kube-apiserver answers to a Binding: a Status "Success" with code 201 (not the Binding).
         return 201, _recorded("w4-binding-201.json")
+
+    # -- single pods and namespaces ---------------------------------------------------------------------
+
+    def _forbidden(self, resource: str, verb: str) -> bool:
+        with self.api.cond:
+            if (resource, verb) not in self.state.forbidden:
+                return False
+        recorded = (APISERVER_FIXTURES / "d5-secrets-list-forbidden-403.json").read_text()
+        self._json(403, json.loads(recorded.replace("secrets", resource).replace("cannot list", f"cannot {verb}")))
+        return True
+
+    def get_pod(self, query: dict[str, str], namespace: str, name: str) -> None:
+        if self._forbidden("pods", "get"):
+            return
+        with self.api.cond:
+            pod = copy.deepcopy(self.state.pod_objects.get((namespace, name)))
+        if pod is None:
+            self._json(404, _recorded("p12-pod-get-missing-404.json", nope=name))
+        else:
+            self._json(200, {"kind": "Pod", "apiVersion": "v1", **pod})
+
+    def get_namespace(self, query: dict[str, str], name: str) -> None:
+        if self._forbidden("namespaces", "get"):
+            return
+        with self.api.cond:
+            namespace = copy.deepcopy(self.state.namespaces.get(name))
+        if namespace is None:
+            message = f'namespaces "{name}" not found'
+            self._json(404, _status(404, "NotFound", message, {"name": name, "kind": "namespaces"}))
+        else:
+            self._json(200, {"kind": "Namespace", "apiVersion": "v1", **namespace})
 
     # -- pods: PATCH (a JSON merge patch of metadata, as the requeue nudge sends) -------------------------
 
@@ -834,6 +882,8 @@ _ROUTES: list[tuple[tuple[str, ...], Route]] = [
     (("GET", "api", "v1", "namespaces"), _Handler.list_namespaces),
     (("PATCH", "api", "v1", "namespaces", "*", "pods", "*"), _Handler.patch_pod),
     *WRITE_ROUTES,
+    (("GET", "api", "v1", "namespaces", "*", "pods", "*"), _Handler.get_pod),
+    (("GET", "api", "v1", "namespaces", "*"), _Handler.get_namespace),
 ]
 
 

@@ -377,14 +377,11 @@ def namespaces_by_name(items: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[
     return found
 
 
-class FileNamespaceSource:
-    """Namespaces from a NamespaceList file (`--namespaces`): the offline namespace source."""
+class KnownNamespaces:
+    """Namespaces given once (a file's, or those `rulesched explain` read): a source that never changes."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._namespaces = namespaces_by_name(items_of(path, "NamespaceList"))
-        if not self._namespaces and items_of(path, "NamespaceList"):
-            raise SourceError(f"{path}: every namespace needs metadata.name")
+    def __init__(self, items: Iterable[Mapping[str, Any]]) -> None:
+        self._namespaces = namespaces_by_name(items)
 
     def get(self, name: str) -> Mapping[str, Any] | None:
         return self._namespaces.get(name)
@@ -398,3 +395,13 @@ class FileNamespaceSource:
     def start(self) -> None: ...
 
     def stop(self) -> None: ...
+
+
+class FileNamespaceSource(KnownNamespaces):
+    """Namespaces from a NamespaceList file (`--namespaces`): the offline namespace source."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(items_of(path, "NamespaceList"))
+        self.path = path
+        if not self._namespaces and items_of(path, "NamespaceList"):
+            raise SourceError(f"{path}: every namespace needs metadata.name")

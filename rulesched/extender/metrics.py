@@ -78,6 +78,11 @@ class Metrics:
         self.since_reload = Gauge(
             "rulesched_seconds_since_last_reload", "Seconds since the rules were last loaded successfully", registry=r
         )
+        self.rules_rejected = Gauge(
+            "rulesched_rules_rejected",
+            "1 while the newest rules change was rejected and the last good rules keep serving",
+            registry=r,
+        )
         self.cache_nodes = Gauge("rulesched_node_cache_nodes", "Nodes in the node source", registry=r)
         self.sample_age = Gauge(
             "rulesched_metrics_sample_age_seconds", "Age of the newest node metrics sample", registry=r
@@ -145,6 +150,12 @@ class Metrics:
             return (datetime.datetime.now(datetime.UTC) - store.last_success).total_seconds()
 
         self.since_reload.set_function(since)
+
+        def rejected() -> float:
+            failed, good = store.last_rejected, store.last_success
+            return float(failed is not None and (good is None or failed.at > good))
+
+        self.rules_rejected.set_function(rejected)
 
     def watch_sources(self, cache_size: Callable[[], float] | None, sample_age: Callable[[], float] | None) -> None:
         if cache_size is not None:

@@ -43,7 +43,11 @@ def parse_duration(value: object) -> float:
     return seconds
 
 
-Duration = Annotated[float, BeforeValidator(parse_duration)]
+DurationText = Annotated[str, Field(pattern=r"^\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+\s*$")]
+Duration = Annotated[
+    float, BeforeValidator(parse_duration, json_schema_input_type=DurationText | Annotated[float, Field(gt=0)])
+]
+"""Seconds, written as a number or a Prometheus duration; the schema (`rulesched schema`) takes both forms."""
 
 
 def _http_url(value: str) -> str:

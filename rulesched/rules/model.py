@@ -26,7 +26,9 @@ def _null_is_empty(value: object) -> object:
     return [] if value is None else value
 
 
-RuleList = BeforeValidator(_null_is_empty)
+def _rule_list(model: type) -> BeforeValidator:
+    """A list of rules that may also be written as YAML null; the schema (`rulesched schema`) says so too."""
+    return BeforeValidator(_null_is_empty, json_schema_input_type=list[model] | None)  # type: ignore[valid-type]
 
 
 class _Strict(BaseModel):
@@ -75,7 +77,7 @@ class Descheduling(_Strict):
     """What may be done about running pods that violate this rule set's filters (docs/guides/descheduling.md)."""
 
     action: Literal["Report", "Evict"] = "Report"
-    filters: Annotated[list[RuleName], RuleList] = []
+    filters: Annotated[list[RuleName], _rule_list(str)] = []
     """The Enforce filters whose violations count; empty: every audited Enforce filter of the rule set."""
     minAgeSeconds: Annotated[int, Field(ge=0, strict=True)] = 300
     """Pods placed more recently than this are left where they are."""
@@ -84,10 +86,10 @@ class Descheduling(_Strict):
 
 
 class RuleSetSpec(_Strict):
-    matchConditions: Annotated[list[MatchCondition], RuleList] = []
-    variables: Annotated[list[Variable], RuleList] = []
-    filters: Annotated[list[Filter], RuleList] = []
-    scores: Annotated[list[Score], RuleList] = []
+    matchConditions: Annotated[list[MatchCondition], _rule_list(MatchCondition)] = []
+    variables: Annotated[list[Variable], _rule_list(Variable)] = []
+    filters: Annotated[list[Filter], _rule_list(Filter)] = []
+    scores: Annotated[list[Score], _rule_list(Score)] = []
     audit: Flag = True
     """Whether the audit of running pods evaluates this rule set's filters (false: none of them)."""
     descheduling: Descheduling | None = None

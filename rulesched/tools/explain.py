@@ -14,6 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rulesched.cluster.pods import NamespaceSource, PodSource
+from rulesched.cluster.sources import MetricsSource
+from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import EngineName, make_engine
 from rulesched.rules.context import context_report
 from rulesched.rules.loader import load_rule_book
@@ -39,7 +42,18 @@ def explain_local(
 ) -> dict[str, Any]:
     """The report of the server's evaluation, run here on the given files (raises on bad input)."""
     book = load_rule_book(list(rules), make_engine(engine))
-    source, on_nodes, known = read_metrics(metrics), read_pods(pods), read_namespaces(namespaces)
+    return explained(book, pod, nodes, read_metrics(metrics), read_pods(pods), read_namespaces(namespaces))
+
+
+def explained(
+    book: RuleBook,
+    pod: Mapping[str, Any],
+    nodes: Sequence[Mapping[str, Any]],
+    source: MetricsSource | None,
+    on_nodes: PodSource | None,
+    known: NamespaceSource | None,
+) -> dict[str, Any]:
+    """The report of `book`'s decision for `pod` over `nodes`, with the cluster context the sources give."""
     built = file_contexts(source, on_nodes)
     contexts = built.for_objects(nodes)
     decision = decide(book, pod, nodes, source, pods=on_nodes, namespaces=known)

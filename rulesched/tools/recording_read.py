@@ -16,13 +16,31 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rulesched.extender.recording import FORMAT, SEGMENT, VERSION
 from rulesched.rules.context import NodeContext, NodePods, allocatable_numbers
 
 READS = frozenset({1})
 """The recording format versions this rulesched reads."""
+
+
+class Header(BaseModel):
+    """The first line of every segment (docs/operations/recording.md); later fields a newer minor change adds
+    are allowed, as a reader skips what it does not know."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    type: Literal["header"]
+    format: Literal["rulesched-recording"]
+    version: Annotated[int, Field(strict=True)]
+    rulesched: str | None = None
+    """The rulesched version that wrote the segment."""
+    segment: Annotated[int, Field(strict=True, ge=1)] | None = None
+    started: str | None = None
+    """When the segment was begun (RFC 3339)."""
 
 
 class RecordingError(Exception):
@@ -93,6 +111,12 @@ def check_header(header: Any, where: str) -> None:
         raise RecordingError(f"{where}: not a rulesched recording (its first line is not a {FORMAT} header)")
     version = header.get("version")
     if version in READS:
+        try:
+            Header.model_validate(header)
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(map(str, first["loc"]))
+            raise RecordingError(f"{where}: invalid recording header: {field}: {first['msg']}") from None
         return
     made_by = f" (written by rulesched {header['rulesched']})" if header.get("rulesched") else ""
     if isinstance(version, int) and version > VERSION:
