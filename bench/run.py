@@ -87,7 +87,7 @@ class Server:
     program: str | None = None
     """The executable of a compiled server (the Go extender)."""
     options: tuple[str, ...] = ()
-    """More arguments for the floor server (its event loop, parser, application)."""
+    """More arguments for the floor server (its event loop, parser, application) or for rulesched."""
     shadow: str | None = None
     """rulesched only: the rule set loaded as its shadow rules (`--shadow-rules`), decided after each answer."""
 
@@ -124,7 +124,7 @@ class Server:
         return [
             sys.executable, "-m", "rulesched", "serve", "--rules", str(files / f"rules-{self.rules}"),
             "--nodes", nodes, "--metrics", metrics, "--cluster", "off", "--cel-engine", self.engine,
-            "--port", str(port), *shadow,
+            "--port", str(port), *shadow, *self.options,
         ]  # fmt: skip
 
 

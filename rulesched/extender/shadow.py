@@ -1,35 +1,45 @@
 """Shadow rules: every answered filter and prioritize call decided again by a second rule book, and compared.
 
 The shadow book has its own store (`--shadow-rules`, loaded, reloaded and kept last-good like `--rules`).
-A call is handed over only after its answer was sent (`Answered`), and waits in a bounded queue: when
-`--shadow-queue` calls are waiting, the next comparison is dropped and counted, never queued without
-limit. One worker thread evaluates, one call at a time, and only while no call is being answered
-(`Idle`), with the request deadline as the live call's; a comparison cut short by it is dropped too.
+A call is handed over only after its answer was sent (`Answered`). Where its shadow decision is small
+(the shadow book's caches answer it, or its estimated work is within `--shadow-inline-work`), it is made
+right there, on the event loop, before any other call is read: a burst of back-to-back calls leaves no
+pause to do it later, and a call kube-scheduler sends meanwhile waits for it no longer than for the
+answer's own bookkeeping. Any other call waits in a bounded queue for the shadow thread, which works only
+while no call is being answered (`Idle`): when `--shadow-queue` calls are waiting, the next comparison is
+dropped and counted, never queued without limit. Either way the request deadline is the live call's; a
+comparison cut short by it is dropped too.
 
-The shadow evaluation sees exactly what the live one saw: the same pod, the same `now`, the same node
-snapshots: the live node contexts themselves, which are immutable. What the engine derives from them is
-kept by each book's own plan (`book.plan`), so the two books never share a cache, and the shadow book's
-plan is only ever used by the shadow thread.
+The shadow evaluation sees exactly what the live one saw: the same pod, the same `now`, the same
+namespace, the same node snapshots: the live node contexts themselves, which are immutable (their node,
+metrics sample, pods and `recent` were taken when the live call was decided; a later poll or placement
+makes new contexts and leaves these alone). What the engine derives from them is kept by each book's own
+plan (`book.plan`), so the two books never share a cache; the shadow book's plan is used by one thread at
+a time (`Shadow.evaluating`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from typing import Any
 
-from rulesched.extender.answered import Answered, Idle
+from rulesched.extender.answered import QUIET_SECONDS, Answered, Idle
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.shadow_summary import NODES_SHOWN, Comparison, Summary, compare
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision
-from rulesched.rules.engine import evaluate
+from rulesched.rules.engine import evaluate, prepare
+from rulesched.rules.plan import NeedsEvaluationError, within
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
 
 log = logging.getLogger("rulesched.decision")
@@ -38,20 +48,31 @@ log = logging.getLogger("rulesched.decision")
 class Shadow:
     """The shadow book's store, its bounded queue and worker, and the summary of what it would change."""
 
-    def __init__(self, store: RuleStore, idle: Idle, metrics: Metrics, *, capacity: int, deadline: float) -> None:
+    def __init__(
+        self, store: RuleStore, idle: Idle, metrics: Metrics, *, capacity: int, deadline: float, inline_work: float
+    ) -> None:
         self.store = store
         self.idle = idle
         self.metrics = metrics
         self.capacity = capacity
         self.deadline = deadline
+        self.inline_work = inline_work
+        """Estimated microseconds of shadow evaluation made right after an answer (`--shadow-inline-work`)."""
+        self.evaluating = threading.Lock()
+        """Held while the shadow book's plan evaluates: its caches are not shared between threads."""
+        self.made: Counter[str] = Counter()
+        """Comparisons made right after the answer (`afterAnswer`) and in the shadow thread (`thread`)."""
         self.summary = Summary(store.book)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rulesched-shadow")
         self.stopping = threading.Event()
-        self.pending = 0
+        self.queue: deque[Answered] = deque()
+        """Answered calls waiting for their comparison, oldest first (at most `capacity`)."""
+        self.held: Answered | None = None
+        """A filter call whose comparison waits for the next call's answer (changed on the event loop only)."""
         self._lock = threading.Lock()
         store.listeners.append(self._reloaded)
         metrics.shadow_generation.set_function(lambda: store.book.generation if store.book else 0)
-        metrics.shadow_queue.set_function(lambda: float(self.pending))
+        metrics.shadow_queue.set_function(lambda: float(self.waiting()))
 
     def _reloaded(self, outcome: ReloadOutcome, book: RuleBook | None, rejected: RejectedReload | None) -> None:
         self.metrics.shadow_reloads.labels(outcome).inc()
@@ -59,51 +80,118 @@ class Shadow:
             self.summary.reset(book)
 
     def submit(self, answered: Answered) -> None:
-        """Queue the comparison of an answered call, or drop it (counted) when the queue is full."""
+        """Take an answered call (on the event loop, once its answer is sent). A filter call is held until the
+        next call's answer, or `QUIET_SECONDS` without one: kube-scheduler sends prioritize as soon as it can,
+        and that answer is not delayed by the filter's comparison; the comparisons are made after it."""
+        held, self.held = self.held, None
+        if held is not None:
+            self._hand(held)
+        if answered.verb != "filter":
+            self._hand(answered)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on the event loop: nothing to wait for
+            self._hand(answered)
+            return
+        self.held = answered
+        loop.call_later(QUIET_SECONDS, self._release, answered)
+
+    def _release(self, answered: Answered) -> None:
+        """The filter call held is still held `QUIET_SECONDS` after its answer: hand it on, once no call is
+        being answered."""
+        if self.held is not answered:
+            return  # handed on with the next call
+        if self.idle.active:
+            asyncio.get_running_loop().call_later(QUIET_SECONDS, self._release, answered)
+            return
+        self.held = None
+        self._hand(answered)
+
+    def _hand(self, answered: Answered) -> None:
+        """Compare the call now when that is small work, else queue it for the shadow thread (or drop it,
+        counted, when the queue is full); then the oldest call queued, when that has become small work
+        (the shadow book's caches warmed meanwhile: by the shadow thread, by the refresh ahead)."""
+        if not self._now(answered):
+            self._queue(answered)
+        if self.queue:
+            self._now(None)
+
+    def _queue(self, answered: Answered) -> None:
         with self._lock:
-            if self.pending >= self.capacity or self.stopping.is_set():
-                full = True
-            else:
-                full, self.pending = False, self.pending + 1
+            full = len(self.queue) >= self.capacity or self.stopping.is_set()
+            if not full:
+                self.queue.append(answered)
         if full:
             self._dropped(answered.verb)
             return
-        try:
-            self.executor.submit(self._run, answered)
-        except RuntimeError:  # stopped meanwhile: the server is shutting down
-            with self._lock:
-                self.pending -= 1
-            self._dropped(answered.verb)
+        with contextlib.suppress(RuntimeError):  # stopped meanwhile: shutting down, and `stop` drops what is queued
+            self.executor.submit(self._run)
 
     def _dropped(self, verb: str) -> None:
         self.summary.dropped(verb)
         self.metrics.shadow_decision(verb, "dropped", {})
 
-    def _run(self, answered: Answered) -> None:
+    def _now(self, answered: Answered | None) -> bool:
+        """Compare right after the answer, on the event loop, when the shadow thread is not evaluating and the
+        shadow decision is within `--shadow-inline-work`: `answered`, or (None) the oldest call queued, which
+        stays first in the queue when it is not small work either. False: not compared (nothing counted)."""
+        if self.stopping.is_set() or not self.evaluating.acquire(blocking=False):
+            return False
         try:
-            if not self.idle.wait(self.stopping):
+            queued = answered is None
+            if answered is None:
+                with self._lock:
+                    if not self.queue:
+                        return False
+                    answered = self.queue.popleft()
+            try:
+                self._compare(answered, within(self.inline_work), "afterAnswer")
+            except NeedsEvaluationError:
+                if queued:
+                    with self._lock:
+                        self.queue.appendleft(answered)
+                return False
+            except Exception:  # the answer is out; a comparison never fails the step after it
+                log.exception("shadow evaluation of a %s call failed", answered.verb)
                 self._dropped(answered.verb)
-                return
-            self._compare(answered)
-        except Exception:  # a comparison never takes the worker down; the live answer was sent long ago
-            log.exception("shadow evaluation of a %s call failed", answered.verb)
-            self._dropped(answered.verb)
+            return True
         finally:
-            with self._lock:
-                self.pending -= 1
+            self.evaluating.release()
 
-    def _compare(self, answered: Answered) -> None:
+    def _run(self) -> None:
+        """In the shadow thread, once no call has been answered for `QUIET_SECONDS`: the oldest call queued
+        compared (none when the event loop compared them all meanwhile)."""
+        if not self.idle.wait(self.stopping):
+            return  # stopping: `stop` drops what is queued
+        with self.evaluating:
+            with self._lock:
+                if not self.queue:
+                    return
+                answered = self.queue.popleft()
+            try:
+                self._compare(answered, contextlib.nullcontext(), "thread")
+            except Exception:  # a comparison never takes the worker down; the live answer was sent long ago
+                log.exception("shadow evaluation of a %s call failed", answered.verb)
+                self._dropped(answered.verb)
+
+    def _compare(self, answered: Answered, budget: AbstractContextManager[None], where: str) -> None:
+        """Decide the call with the shadow book (within `budget`: it may raise `NeedsEvaluationError` before
+        anything is counted) and count the comparison, and `where` it was made."""
         book = self.store.book
         live = answered.decision
         if book is None or live.deadline_exceeded:  # a call cut short says nothing about the rules
             self._dropped(answered.verb)
             return
-        shadow = self._evaluate(book, answered.verb, answered, answered.contexts)
+        with budget:
+            shadow = self._evaluate(book, answered.verb, answered, answered.contexts)
         if shadow.deadline_exceeded:
             self._dropped(answered.verb)
             return
         comparison = compare(answered.verb, answered.pod, live, shadow)
         self.summary.add(comparison)
+        with self._lock:
+            self.made[where] += 1
         failures = shadow.failures() if answered.verb == "filter" else {}
         self.metrics.shadow_decision(answered.verb, "differs" if comparison.differs else "same", failures)
         if comparison.differs:
@@ -122,13 +210,29 @@ class Shadow:
             namespace=answered.namespace,
         )
 
+    def prepare(self, nodes: Sequence[NodeContext]) -> None:
+        """Give the nodes their memos for the shadow book, as the refresh ahead does for the live one (on the
+        event loop, after a metrics poll or a reload), unless the shadow thread is evaluating: the comparisons
+        of the calls that follow are then small work, made right after their answers."""
+        book = self.store.book
+        if book is None or not self.evaluating.acquire(blocking=False):
+            return
+        try:
+            prepare(book, nodes)
+        finally:
+            self.evaluating.release()
+
     async def explain(self, answered: Answered) -> Decision:
         """The shadow book's whole decision of a call (`POST /explain?book=shadow`), in the shadow thread."""
         book = self.store.book
         if book is None:
             raise LookupError("the shadow rules have not loaded")
         work = functools.partial(self._evaluate, book, "explain", answered, answered.contexts)
-        return await asyncio.get_running_loop().run_in_executor(self.executor, work)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self._holding, work)
+
+    def _holding(self, work: Callable[[], Decision]) -> Decision:
+        with self.evaluating:
+            return work()
 
     def status(self) -> dict[str, Any]:
         """What GET /shadow shows: the summary, the directory, the queue and the last rejected reload."""
@@ -136,15 +240,26 @@ class Shadow:
         return {
             "directory": [str(p) for p in self.store.paths],
             **self.summary.as_dict(),
-            "queue": {"waiting": self.pending, "capacity": self.capacity},
+            "queue": {"waiting": self.waiting(), "capacity": self.capacity},
+            "made": {"afterAnswer": self.made["afterAnswer"], "thread": self.made["thread"]},
             "lastRejected": None
             if rejected is None
             else {"at": rejected.at.isoformat(), "errors": [e.as_dict() for e in rejected.errors]},
         }
 
+    def waiting(self) -> int:
+        """Calls not compared yet: those queued, and the filter call held."""
+        return len(self.queue) + (self.held is not None)
+
     def stop(self) -> None:
-        """Drop what is queued and let the worker end (a comparison under way finishes)."""
+        """Drop what is held and queued and let the worker end (a comparison under way finishes)."""
         self.stopping.set()
+        held, self.held = self.held, None
+        with self._lock:
+            dropped = [*self.queue, *([held] if held is not None else [])]
+            self.queue.clear()
+        for answered in dropped:
+            self._dropped(answered.verb)
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
