@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,22 +41,111 @@ from bench.workload import Workload, make_workload
 
 JSON = dict[str, Any]
 PACINGS = ("back-to-back", "paced")
+QUICK_RELOAD = ("--reload-debounce", "0.05")
+"""The rules reloaded as soon as the directory watch says so: the burst waits for the reload."""
 SERVERS = (
-    Server("live-only", "rulesched", "founding", "cpp", ()),
-    Server("shadowed", "rulesched", "founding", "cpp", (), shadow="pod-dependent"),
+    Server("live-only", "rulesched", "founding", "cpp", (), options=QUICK_RELOAD),
+    Server("shadowed", "rulesched", "founding", "cpp", (), shadow="pod-dependent", options=QUICK_RELOAD),
 )
+RATE = 65.0
+"""Pods a second when paced: a real kube-scheduler's 500-pod burst, limited by its API server."""
 MAX_SECONDS = 300.0
 """The whole run stops sending after this long, whatever is left."""
 DRAIN_SECONDS = 30.0
 """How long to wait for the shadow queue to empty before its counts are read."""
+RELOAD_SECONDS = 10.0
+"""How long to wait for a reload of the rules to be seen."""
 
 
-def reload_rules(files: Path) -> None:
-    """Change the live rules (a comment: a new book all the same) and turn the shadow's score around."""
-    live = files / "rules-founding" / "0.yaml"
-    live.write_text(live.read_text() + "# reloaded\n")
-    shadow = files / "rules-pod-dependent" / "0.yaml"
-    shadow.write_text(shadow.read_text().replace("expression: -variables.cpuUsed", "expression: variables.cpuUsed"))
+@dataclass
+class Target:
+    """One server started for a size and pacing: its port, its files, and what it was measured doing."""
+
+    server: Server
+    port: int
+    files: Path
+    filter_ms: list[float] = field(default_factory=list)
+    prioritize_ms: list[float] = field(default_factory=list)
+    reloads: int = 0
+    """Reloads of the rules seen loaded (live and, with one, shadow) within `RELOAD_SECONDS`."""
+
+    def get(self, path: str) -> Any:
+        client = Client(self.port)
+        try:
+            client.connection.request("GET", path)
+            return orjson.loads(client.connection.getresponse().read())
+        finally:
+            client.close()
+
+    def generations(self) -> tuple[int, ...]:
+        """The live rules' generation, and the shadow rules' when there are any."""
+        live = self.get("/rules")["active"]["generation"]
+        return (live, self.get("/shadow")["book"]["generation"]) if self.server.shadow else (live,)
+
+    def reload(self, round_number: int) -> None:
+        """Change the live rules (a comment: a new book all the same) and turn the shadow's score around (or
+        back), then wait for the server to load both (bounded)."""
+        before = self.generations()
+        live = self.files / "rules-founding" / "0.yaml"
+        live.write_text(live.read_text() + f"# reloaded in round {round_number}\n")
+        shadow = self.files / "rules-pod-dependent" / "0.yaml"
+        text = shadow.read_text()
+        turned = text.replace("-variables.cpuUsed", "variables.cpuUsed")
+        shadow.write_text(turned if turned != text else text.replace("variables.cpuUsed", "-variables.cpuUsed"))
+        deadline = time.monotonic() + RELOAD_SECONDS
+        while time.monotonic() < deadline:
+            if all(now > then for now, then in zip(self.generations(), before, strict=True)):
+                self.reloads += 1
+                return
+            time.sleep(0.02)
+
+    def burst(self, pods: Iterator[JSON | None], nodes: Sequence[JSON], rate: float | None, stop_at: float) -> None:
+        """Send a round's pods over one keep-alive connection, back to back or `rate` pods a second."""
+        client = Client(self.port)
+        interval, next_at = (1 / rate if rate else 0.0), time.monotonic()
+        for number, pod in enumerate(pods):
+            if time.monotonic() > stop_at:
+                break
+            if pod is None:
+                self.reload(number)
+                continue
+            if interval:
+                time.sleep(max(0.0, next_at - time.monotonic()))
+                next_at += interval
+            filter_ms, prioritize_ms = one_pod(client, pod, nodes)
+            self.filter_ms.append(filter_ms)
+            self.prioritize_ms.append(prioritize_ms)
+        client.close()
+
+    def shadow_counts(self) -> JSON:
+        """Compared and dropped calls (from the metrics counters, which a reload does not reset) and where
+        they were made, once nothing waits for its comparison (bounded wait)."""
+        deadline = time.monotonic() + DRAIN_SECONDS
+        while True:
+            status = self.get("/shadow")
+            if status["queue"]["waiting"] == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        client = Client(self.port)
+        client.connection.request("GET", "/metrics")
+        exposition = client.connection.getresponse().read().decode()
+        client.close()
+        counts = {"same": 0, "differs": 0, "dropped": 0}
+        for line in exposition.splitlines():
+            if line.startswith("rulesched_shadow_comparisons_total{"):
+                outcome = line.split('outcome="')[1].split('"')[0]
+                counts[outcome] += int(float(line.rsplit(" ", 1)[1]))
+        compared = counts["same"] + counts["differs"]
+        return {"compared": compared, "dropped": counts["dropped"], "calls": compared + counts["dropped"],
+                "made": status["made"]}  # fmt: skip
+
+    def result(self, size: int, pacing: str) -> JSON:
+        found: JSON = {"server": self.server.name, "size": size, "pacing": pacing, "pods": len(self.filter_ms),
+                       "filter": percentiles(self.filter_ms), "prioritize": percentiles(self.prioritize_ms),
+                       "reloads": self.reloads}  # fmt: skip
+        if self.server.shadow:
+            found["shadow"] = self.shadow_counts()
+        return found
 
 
 def calls(workload: Workload, round_number: int, pods: int) -> Iterator[JSON | None]:
@@ -67,62 +157,12 @@ def calls(workload: Workload, round_number: int, pods: int) -> Iterator[JSON | N
 
 
 def one_pod(client: Client, pod: JSON, nodes: Sequence[JSON]) -> tuple[float, float]:
+    """Filter, then prioritize with the nodes that passed; their latencies."""
     filter_ms, answer = client.post("/filter", request_body(pod, nodes, "names"))
     passed = set(orjson.loads(answer).get("NodeNames") or [])
-    prioritize_ms, _ = client.post(
-        "/prioritize", request_body(pod, [n for n in nodes if n["metadata"]["name"] in passed], "names")
-    )
+    survivors = [n for n in nodes if n["metadata"]["name"] in passed]
+    prioritize_ms, _ = client.post("/prioritize", request_body(pod, survivors, "names"))
     return filter_ms, prioritize_ms
-
-
-def burst(client: Client, files: Path, pods: Iterator[JSON | None], nodes: Sequence[JSON], rate: float | None,
-          stop_at: float) -> tuple[list[float], list[float]]:  # fmt: skip
-    """Send the round's pods; the filter and prioritize latencies."""
-    filters: list[float] = []
-    prioritizes: list[float] = []
-    interval = 1 / rate if rate else 0.0
-    next_at = time.monotonic()
-    for pod in pods:
-        if time.monotonic() > stop_at:
-            break
-        if pod is None:
-            reload_rules(files)
-            continue
-        if interval:
-            time.sleep(max(0.0, next_at - time.monotonic()))
-            next_at += interval
-        filter_ms, prioritize_ms = one_pod(client, pod, nodes)
-        filters.append(filter_ms)
-        prioritizes.append(prioritize_ms)
-    return filters, prioritizes
-
-
-def get(port: int, path: str) -> bytes:
-    client = Client(port)
-    try:
-        client.connection.request("GET", path)
-        return client.connection.getresponse().read()
-    finally:
-        client.close()
-
-
-def shadow_counts(port: int) -> JSON:
-    """Compared and dropped calls (from the metrics counters, which a reload does not reset) and where they
-    were made, once the queue has drained (bounded wait)."""
-    deadline = time.monotonic() + DRAIN_SECONDS
-    while True:
-        status = orjson.loads(get(port, "/shadow"))
-        if status["queue"]["waiting"] == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    counts = {"same": 0, "differs": 0, "dropped": 0}
-    for line in get(port, "/metrics").decode().splitlines():
-        if line.startswith("rulesched_shadow_comparisons_total{"):
-            outcome = line.split('outcome="')[1].split('"')[0]
-            counts[outcome] += int(float(line.rsplit(" ", 1)[1]))
-    compared = counts["same"] + counts["differs"]
-    return {"compared": compared, "dropped": counts["dropped"], "calls": compared + counts["dropped"],
-            "made": status["made"]}  # fmt: skip
 
 
 def run(sizes: Sequence[int], pods: int, rounds: int, rate: float) -> list[JSON]:
@@ -135,31 +175,19 @@ def run(sizes: Sequence[int], pods: int, rounds: int, rate: float) -> list[JSON]
             tempfile.TemporaryDirectory(prefix="rulesched-shadow-bench-") as directory,
             contextlib.ExitStack() as stack,
         ):
-            ports: dict[str, int] = {}
-            homes: dict[str, Path] = {}
+            targets = []
             for server in SERVERS:
-                homes[server.name] = Path(directory) / server.name
-                homes[server.name].mkdir()
-                write_inputs(workload, homes[server.name])
-                ports[server.name] = stack.enter_context(started(server, homes[server.name]))[1]
-            samples: dict[str, tuple[list[float], list[float]]] = {s.name: ([], []) for s in SERVERS}
+                files = Path(directory) / server.name
+                files.mkdir()
+                write_inputs(workload, files)
+                targets.append(Target(server, stack.enter_context(started(server, files))[1], files))
             for number in range(rounds):
-                order = SERVERS if number % 2 == 0 else SERVERS[::-1]
-                for server in order:
-                    client = Client(ports[server.name])
-                    found = burst(client, homes[server.name], calls(workload, number, pods), workload.nodes[:size],
-                                  rate if pacing == "paced" else None, stop_at)  # fmt: skip
-                    client.close()
-                    samples[server.name][0].extend(found[0])
-                    samples[server.name][1].extend(found[1])
-            for server in SERVERS:
-                filters, prioritizes = samples[server.name]
-                result: JSON = {"server": server.name, "size": size, "pacing": pacing, "pods": len(filters),
-                                "filter": percentiles(filters), "prioritize": percentiles(prioritizes)}  # fmt: skip
-                if server.shadow:
-                    result["shadow"] = shadow_counts(ports[server.name])
-                results.append(result)
-                print(orjson.dumps(result).decode(), file=sys.stderr, flush=True)
+                for target in targets if number % 2 == 0 else targets[::-1]:
+                    rated = rate if pacing == "paced" else None
+                    target.burst(calls(workload, number, pods), workload.nodes[:size], rated, stop_at)
+            for target in targets:
+                results.append(target.result(size, pacing))
+                print(orjson.dumps(results[-1]).decode(), file=sys.stderr, flush=True)
     return results
 
 
@@ -168,15 +196,16 @@ def table(results: Sequence[JSON]) -> str:
     base = {(r["size"], r["pacing"]): r for r in results if "shadow" not in r}
     lines = [
         "| nodes | pacing | server | pods | filter p50 / p99 ms | prioritize p50 / p99 ms "
-        "| x live-only: filter p50, p99; prioritize p50, p99 | compared | dropped | made after answer / in thread |",
-        "|---:|---|---|---:|---|---|---|---:|---:|---|",
+        "| x live-only: filter p50, p99; prioritize p50, p99 | reloads | compared | dropped "
+        "| made after answer / in thread |",
+        "|---:|---|---|---:|---|---|---|---:|---:|---:|---|",
     ]
     for r in results:
         other = base.get((r["size"], r["pacing"]), r)
         ratios = ", ".join(str(_ratio(r, other, verb, q)) for verb in ("filter", "prioritize") for q in ("p50", "p99"))
         lines.append(
             f"| {r['size']} | {r['pacing']} | {r['server']} | {r['pods']} | {_latency(r['filter'])} "
-            f"| {_latency(r['prioritize'])} | {ratios} | {_counts(r.get('shadow'))} |"
+            f"| {_latency(r['prioritize'])} | {ratios} | {r['reloads']} | {_counts(r.get('shadow'))} |"
         )
     return "\n".join(lines)
 
@@ -202,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="500,1000", help="comma-separated candidate counts")
     parser.add_argument("--pods", type=int, default=300, help="pods per round (at most 2000)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds per server (at most 10)")
-    parser.add_argument("--rate", type=float, default=65.0, help="pods a second when paced")
+    parser.add_argument("--rate", type=float, default=RATE, help="pods a second when paced")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     sizes = [min(int(n), 5000) for n in args.sizes.split(",") if n.strip()]

@@ -133,7 +133,9 @@ def test_true_overload_drops_comparisons_and_says_how_many_were_made(tmp_path: P
     assert dropped > 0
     counts = summary["comparisons"]
     assert counts["filter"]["same"] == counts["prioritize"]["same"] == 0  # each comparison made found the difference
-    assert summary["made"] == {"afterAnswer": 0, "thread": compared}
+    made = summary["made"]
+    assert made["afterAnswer"] + made["thread"] == compared  # a prioritize call's scores may be in the caches
+    assert made["thread"] > 0
     filtered = counts["filter"]["differs"]
     assert summary["headline"][0] == f"{filtered} of {filtered} filter calls compared pass other nodes"
     assert summary["headline"][-1] == f"{compared} of {sent} calls compared, {dropped} dropped"

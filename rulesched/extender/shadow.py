@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any
 
-from rulesched.extender.answered import QUIET_SECONDS, Answered, Idle
+from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.shadow_summary import NODES_SHOWN, Comparison, Summary, compare
 from rulesched.rules.book import RuleBook
@@ -43,6 +43,13 @@ from rulesched.rules.plan import NeedsEvaluationError, within
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
 
 log = logging.getLogger("rulesched.decision")
+
+HOLD_SECONDS = 0.001
+"""How long a call's comparison waits for the next call's answer before it is made (once no call is being
+answered): long enough for kube-scheduler to read the answer."""
+HOLD_FILTER_SECONDS = 0.05
+"""The same for a filter call: kube-scheduler sends prioritize as soon as its own plugins have scored, well
+within this on a busy machine; a filter call without one (no node, or one node, passed) waits this long."""
 
 
 class Shadow:
@@ -67,8 +74,10 @@ class Shadow:
         self.stopping = threading.Event()
         self.queue: deque[Answered] = deque()
         """Answered calls waiting for their comparison, oldest first (at most `capacity`)."""
-        self.held: Answered | None = None
-        """A filter call whose comparison waits for the next call's answer (changed on the event loop only)."""
+        self.held: list[Answered] = []
+        """Calls whose comparison waits for the next call's answer (changed on the event loop only)."""
+        self.holding = 0
+        """Counts the calls held: a release armed for an earlier one is void."""
         self._lock = threading.Lock()
         store.listeners.append(self._reloaded)
         metrics.shadow_generation.set_function(lambda: store.book.generation if store.book else 0)
@@ -80,33 +89,34 @@ class Shadow:
             self.summary.reset(book)
 
     def submit(self, answered: Answered) -> None:
-        """Take an answered call (on the event loop, once its answer is sent). A filter call is held until the
-        next call's answer, or `QUIET_SECONDS` without one: kube-scheduler sends prioritize as soon as it can,
-        and that answer is not delayed by the filter's comparison; the comparisons are made after it."""
-        held, self.held = self.held, None
-        if held is not None:
-            self._hand(held)
-        if answered.verb != "filter":
-            self._hand(answered)
-            return
+        """Take an answered call (on the event loop, once its answer is sent). Its comparison is held until
+        the next call's answer, or a moment without one (`HOLD_SECONDS`; a filter call's `HOLD_FILTER_SECONDS`):
+        made at once, it would take the CPU while kube-scheduler reads the answer (the two processes share
+        cores), and a filter call's while kube-scheduler sends the prioritize call that follows it."""
+        held, self.held = self.held, []
+        for call in held:
+            self._hand(call)
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:  # not on the event loop: nothing to wait for
+        except RuntimeError:  # not on the event loop (an in-process caller): nothing to wait for
             self._hand(answered)
             return
-        self.held = answered
-        loop.call_later(QUIET_SECONDS, self._release, answered)
+        self.held.append(answered)
+        self.holding += 1
+        hold = HOLD_FILTER_SECONDS if answered.verb == "filter" else HOLD_SECONDS
+        loop.call_later(hold, self._release, self.holding)
 
-    def _release(self, answered: Answered) -> None:
-        """The filter call held is still held `QUIET_SECONDS` after its answer: hand it on, once no call is
-        being answered."""
-        if self.held is not answered:
-            return  # handed on with the next call
+    def _release(self, holding: int) -> None:
+        """No call was answered for a moment since the calls held were: compare them, once no call is being
+        answered."""
+        if holding != self.holding or not self.held:
+            return  # compared with a later call
         if self.idle.active:
-            asyncio.get_running_loop().call_later(QUIET_SECONDS, self._release, answered)
+            asyncio.get_running_loop().call_later(HOLD_SECONDS, self._release, holding)
             return
-        self.held = None
-        self._hand(answered)
+        held, self.held = self.held, []
+        for call in held:
+            self._hand(call)
 
     def _hand(self, answered: Answered) -> None:
         """Compare the call now when that is small work, else queue it for the shadow thread (or drop it,
@@ -249,14 +259,14 @@ class Shadow:
 
     def waiting(self) -> int:
         """Calls not compared yet: those queued, and the filter call held."""
-        return len(self.queue) + (self.held is not None)
+        return len(self.queue) + len(self.held)
 
     def stop(self) -> None:
         """Drop what is held and queued and let the worker end (a comparison under way finishes)."""
         self.stopping.set()
-        held, self.held = self.held, None
+        held, self.held = self.held, []
         with self._lock:
-            dropped = [*self.queue, *([held] if held is not None else [])]
+            dropped = [*self.queue, *held]
             self.queue.clear()
         for answered in dropped:
             self._dropped(answered.verb)
