@@ -534,7 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.extend(s.summary() for s in scenarios)
     add_ratios(results)
     bursts = burst.run(*BURST_QUICK if args.quick else BURST_FULL) if any(o in "burst" for o in only) else []
-    shadowed = shadow_burst(args.quick) if any(o in "shadow-burst" for o in only) else []
+    shadowed = shadow_burst(args.quick) if any(o in "shadow-burst" and o != "burst" for o in only) else []
     report = {
         "machine": machine(),
         "quick": args.quick,

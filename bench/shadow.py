@@ -10,8 +10,9 @@ prioritize with the nodes that passed. A round is a burst of distinct pods, then
 middle (live and shadow: the shadow's score turned around, a new book on both sides, whose caches start
 empty), then replicas of one workload. Two pacings: `back-to-back` (the next call sent as soon as the
 answer is read) and `paced` (`--rate` pods a second, the rate of a real kube-scheduler's 500-pod burst).
-The servers take turns (the first alternates by round), each getting a whole burst in a row, so that the
-shadow server's queue sees the burst as kube-scheduler would send it; repeat rounds on a noisy machine.
+Back to back, the servers take turns by round (the first alternates), each getting a whole burst in a
+row, so that the shadow server's queue sees the burst as kube-scheduler would send it; paced, they take
+turns within each pod's slot, so that a noisy machine slows them alike. Repeat rounds on a noisy machine.
 
 For each server and pacing: the live answers' p50 and p99 (ms); for `shadowed`, how many calls were
 compared and dropped (its `rulesched_shadow_comparisons_total`, read once the queue has drained, bounded
@@ -99,23 +100,11 @@ class Target:
                 return
             time.sleep(0.02)
 
-    def burst(self, pods: Iterator[JSON | None], nodes: Sequence[JSON], rate: float | None, stop_at: float) -> None:
-        """Send a round's pods over one keep-alive connection, back to back or `rate` pods a second."""
-        client = Client(self.port)
-        interval, next_at = (1 / rate if rate else 0.0), time.monotonic()
-        for number, pod in enumerate(pods):
-            if time.monotonic() > stop_at:
-                break
-            if pod is None:
-                self.reload(number)
-                continue
-            if interval:
-                time.sleep(max(0.0, next_at - time.monotonic()))
-                next_at += interval
-            filter_ms, prioritize_ms = one_pod(client, pod, nodes)
-            self.filter_ms.append(filter_ms)
-            self.prioritize_ms.append(prioritize_ms)
-        client.close()
+    def send(self, client: Client, pod: JSON, nodes: Sequence[JSON]) -> None:
+        """One pod's filter and prioritize, their latencies kept."""
+        filter_ms, prioritize_ms = one_pod(client, pod, nodes)
+        self.filter_ms.append(filter_ms)
+        self.prioritize_ms.append(prioritize_ms)
 
     def shadow_counts(self) -> JSON:
         """Compared and dropped calls (from the metrics counters, which a reload does not reset) and where
@@ -165,6 +154,41 @@ def one_pod(client: Client, pod: JSON, nodes: Sequence[JSON]) -> tuple[float, fl
     return filter_ms, prioritize_ms
 
 
+def back_to_back(target: Target, pods: Iterator[JSON | None], nodes: Sequence[JSON], stop_at: float) -> None:
+    """A round's pods to one server, each call sent as soon as the answer before it is read."""
+    client = Client(target.port)
+    for number, pod in enumerate(pods):
+        if time.monotonic() > stop_at:
+            break
+        if pod is None:
+            target.reload(number)
+        else:
+            target.send(client, pod, nodes)
+    client.close()
+
+
+def paced(targets: Sequence[Target], pods: Iterator[JSON | None], nodes: Sequence[JSON], rate: float,
+          stop_at: float) -> None:  # fmt: skip
+    """A round's pods at `rate` pods a second to each server, the servers taking turns within each pod's
+    slot (the first alternating), so that a noisy machine slows them alike."""
+    clients = [Client(target.port) for target in targets]
+    next_at = time.monotonic()
+    for number, pod in enumerate(pods):
+        if time.monotonic() > stop_at:
+            break
+        if pod is None:
+            for target in targets:
+                target.reload(number)
+            continue
+        time.sleep(max(0.0, next_at - time.monotonic()))
+        next_at += 1 / rate
+        turn = [*zip(targets, clients, strict=True)][:: 1 if number % 2 else -1]
+        for target, client in turn:
+            target.send(client, pod, nodes)
+    for client in clients:
+        client.close()
+
+
 def run(sizes: Sequence[int], pods: int, rounds: int, rate: float) -> list[JSON]:
     """Every size and pacing, `rounds` rounds of `pods` pods each; one result per (size, pacing, server)."""
     results: list[JSON] = []
@@ -182,9 +206,12 @@ def run(sizes: Sequence[int], pods: int, rounds: int, rate: float) -> list[JSON]
                 write_inputs(workload, files)
                 targets.append(Target(server, stack.enter_context(started(server, files))[1], files))
             for number in range(rounds):
-                for target in targets if number % 2 == 0 else targets[::-1]:
-                    rated = rate if pacing == "paced" else None
-                    target.burst(calls(workload, number, pods), workload.nodes[:size], rated, stop_at)
+                order = targets if number % 2 == 0 else targets[::-1]
+                if pacing == "paced":
+                    paced(order, calls(workload, number, pods), workload.nodes[:size], rate, stop_at)
+                    continue
+                for target in order:
+                    back_to_back(target, calls(workload, number, pods), workload.nodes[:size], stop_at)
             for target in targets:
                 results.append(target.result(size, pacing))
                 print(orjson.dumps(results[-1]).decode(), file=sys.stderr, flush=True)

@@ -52,6 +52,13 @@ HOLD_FILTER_SECONDS = 0.05
 within this on a busy machine; a filter call without one (no node, or one node, passed) waits this long."""
 
 
+THREAD_AFTER_SECONDS = 0.1
+"""How long a queued call is left to the event loop, which compares it after an answer once it has become
+small work (the refresh ahead warms the shadow book within tens of milliseconds of a poll or a reload),
+before the shadow thread may take it in a pause: an evaluation under way in that thread holds the
+interpreter lock against the calls that arrive meanwhile (5 ms each, the switch interval)."""
+
+
 class Shadow:
     """The shadow book's store, its bounded queue and worker, and the summary of what it would change."""
 
@@ -72,10 +79,12 @@ class Shadow:
         self.summary = Summary(store.book)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rulesched-shadow")
         self.stopping = threading.Event()
-        self.queue: deque[Answered] = deque()
-        """Answered calls waiting for their comparison, oldest first (at most `capacity`)."""
-        self.held: list[Answered] = []
-        """Calls whose comparison waits for the next call's answer (changed on the event loop only)."""
+        self.queue: deque[tuple[float, Answered]] = deque()
+        """Answered calls waiting for their comparison, with when they were queued, oldest first (at most
+        `capacity`)."""
+        self.held: Answered | None = None
+        """The last call answered, while its comparison waits for the next call's answer (changed on the event
+        loop only)."""
         self.holding = 0
         """Counts the calls held: a release armed for an earlier one is void."""
         self._lock = threading.Lock()
@@ -93,30 +102,30 @@ class Shadow:
         the next call's answer, or a moment without one (`HOLD_SECONDS`; a filter call's `HOLD_FILTER_SECONDS`):
         made at once, it would take the CPU while kube-scheduler reads the answer (the two processes share
         cores), and a filter call's while kube-scheduler sends the prioritize call that follows it."""
-        held, self.held = self.held, []
-        for call in held:
-            self._hand(call)
+        held, self.held = self.held, None
+        if held is not None:
+            self._hand(held)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not on the event loop (an in-process caller): nothing to wait for
             self._hand(answered)
             return
-        self.held.append(answered)
+        self.held = answered
         self.holding += 1
         hold = HOLD_FILTER_SECONDS if answered.verb == "filter" else HOLD_SECONDS
         loop.call_later(hold, self._release, self.holding)
 
     def _release(self, holding: int) -> None:
-        """No call was answered for a moment since the calls held were: compare them, once no call is being
+        """No call was answered for a moment since the call held was: compare it, once no call is being
         answered."""
-        if holding != self.holding or not self.held:
+        held = self.held
+        if holding != self.holding or held is None:
             return  # compared with a later call
         if self.idle.active:
             asyncio.get_running_loop().call_later(HOLD_SECONDS, self._release, holding)
             return
-        held, self.held = self.held, []
-        for call in held:
-            self._hand(call)
+        self.held = None
+        self._hand(held)
 
     def _hand(self, answered: Answered) -> None:
         """Compare the call now when that is small work, else queue it for the shadow thread (or drop it,
@@ -131,7 +140,7 @@ class Shadow:
         with self._lock:
             full = len(self.queue) >= self.capacity or self.stopping.is_set()
             if not full:
-                self.queue.append(answered)
+                self.queue.append((time.monotonic(), answered))
         if full:
             self._dropped(answered.verb)
             return
@@ -149,18 +158,19 @@ class Shadow:
         if self.stopping.is_set() or not self.evaluating.acquire(blocking=False):
             return False
         try:
-            queued = answered is None
+            queued = None
             if answered is None:
                 with self._lock:
                     if not self.queue:
                         return False
-                    answered = self.queue.popleft()
+                    queued = self.queue.popleft()
+                answered = queued[1]
             try:
                 self._compare(answered, within(self.inline_work), "afterAnswer")
             except NeedsEvaluationError:
-                if queued:
+                if queued is not None:
                     with self._lock:
-                        self.queue.appendleft(answered)
+                        self.queue.appendleft(queued)
                 return False
             except Exception:  # the answer is out; a comparison never fails the step after it
                 log.exception("shadow evaluation of a %s call failed", answered.verb)
@@ -170,15 +180,24 @@ class Shadow:
             self.evaluating.release()
 
     def _run(self) -> None:
-        """In the shadow thread, once no call has been answered for `QUIET_SECONDS`: the oldest call queued
-        compared (none when the event loop compared them all meanwhile)."""
-        if not self.idle.wait(self.stopping):
-            return  # stopping: `stop` drops what is queued
+        """In the shadow thread: the oldest call queued compared, once it has waited `THREAD_AFTER_SECONDS` and
+        no call has been answered for `QUIET_SECONDS` (none when the event loop compared them all)."""
+        while True:
+            if not self.idle.wait(self.stopping):
+                return  # stopping: `stop` drops what is queued
+            with self._lock:
+                if not self.queue:
+                    return
+                young = self.queue[0][0] + THREAD_AFTER_SECONDS - time.monotonic()
+            if young <= 0:
+                break
+            if self.stopping.wait(young):
+                return
         with self.evaluating:
             with self._lock:
                 if not self.queue:
                     return
-                answered = self.queue.popleft()
+                answered = self.queue.popleft()[1]
             try:
                 self._compare(answered, contextlib.nullcontext(), "thread")
             except Exception:  # a comparison never takes the worker down; the live answer was sent long ago
@@ -259,14 +278,14 @@ class Shadow:
 
     def waiting(self) -> int:
         """Calls not compared yet: those queued, and the filter call held."""
-        return len(self.queue) + len(self.held)
+        return len(self.queue) + (self.held is not None)
 
     def stop(self) -> None:
         """Drop what is held and queued and let the worker end (a comparison under way finishes)."""
         self.stopping.set()
-        held, self.held = self.held, []
+        held, self.held = self.held, None
         with self._lock:
-            dropped = [*self.queue, *held]
+            dropped = [answered for _, answered in self.queue] + ([held] if held is not None else [])
             self.queue.clear()
         for answered in dropped:
             self._dropped(answered.verb)
