@@ -45,11 +45,13 @@ from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
 log = logging.getLogger("rulesched.decision")
 
 HOLD_SECONDS = 0.001
-"""How long a call's comparison waits for the next call's answer before it is made (once no call is being
-answered): long enough for kube-scheduler to read the answer."""
+"""How long the comparisons held wait for a moment without another answer before they are made (once no
+call is being answered): long enough for kube-scheduler to read the answer."""
 HOLD_FILTER_SECONDS = 0.05
-"""The same for a filter call: kube-scheduler sends prioritize as soon as its own plugins have scored, well
+"""The same after a filter call: kube-scheduler sends prioritize as soon as its own plugins have scored, well
 within this on a busy machine; a filter call without one (no node, or one node, passed) waits this long."""
+HELD = 2
+"""Comparisons held at most: a filter call's and its prioritize call's."""
 
 
 THREAD_AFTER_SECONDS = 0.1
@@ -82,9 +84,9 @@ class Shadow:
         self.queue: deque[tuple[float, Answered]] = deque()
         """Answered calls waiting for their comparison, with when they were queued, oldest first (at most
         `capacity`)."""
-        self.held: Answered | None = None
-        """The last call answered, while its comparison waits for the next call's answer (changed on the event
-        loop only)."""
+        self.held: list[Answered] = []
+        """The last calls answered, oldest first, while their comparison waits for a moment without answers
+        (at most `HELD`; changed on the event loop only)."""
         self.holding = 0
         """Counts the calls held: a release armed for an earlier one is void."""
         self._lock = threading.Lock()
@@ -98,34 +100,34 @@ class Shadow:
             self.summary.reset(book)
 
     def submit(self, answered: Answered) -> None:
-        """Take an answered call (on the event loop, once its answer is sent). Its comparison is held until
-        the next call's answer, or a moment without one (`HOLD_SECONDS`; a filter call's `HOLD_FILTER_SECONDS`):
-        made at once, it would take the CPU while kube-scheduler reads the answer (the two processes share
-        cores), and a filter call's while kube-scheduler sends the prioritize call that follows it."""
-        held, self.held = self.held, None
-        if held is not None:
-            self._hand(held)
+        """Take an answered call (on the event loop, once its answer is sent). Its comparison is held until a
+        moment passes without another answer (`HOLD_SECONDS`; a filter call's `HOLD_FILTER_SECONDS`): made at
+        once, it would take the CPU while kube-scheduler reads the answer (the two share the machine's
+        cores), or sends the prioritize call that follows a filter call. Calls that come without such a
+        moment (a burst) have the oldest held comparison made after each answer: `HELD` are held at most."""
+        self.held.append(answered)
+        while len(self.held) > HELD:
+            self._hand(self.held.pop(0))
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not on the event loop (an in-process caller): nothing to wait for
-            self._hand(answered)
+            self._release(self.holding)
             return
-        self.held = answered
         self.holding += 1
         hold = HOLD_FILTER_SECONDS if answered.verb == "filter" else HOLD_SECONDS
         loop.call_later(hold, self._release, self.holding)
 
     def _release(self, holding: int) -> None:
-        """No call was answered for a moment since the call held was: compare it, once no call is being
-        answered."""
-        held = self.held
-        if holding != self.holding or held is None:
-            return  # compared with a later call
+        """No call was answered for a moment since the last one held: compare those held, once no call is
+        being answered."""
+        if holding != self.holding:
+            return  # another call was answered since: its own release is armed
         if self.idle.active:
             asyncio.get_running_loop().call_later(HOLD_SECONDS, self._release, holding)
             return
-        self.held = None
-        self._hand(held)
+        held, self.held = self.held, []
+        for call in held:
+            self._hand(call)
 
     def _hand(self, answered: Answered) -> None:
         """Compare the call now when that is small work, else queue it for the shadow thread (or drop it,
@@ -278,14 +280,14 @@ class Shadow:
 
     def waiting(self) -> int:
         """Calls not compared yet: those queued, and the filter call held."""
-        return len(self.queue) + (self.held is not None)
+        return len(self.queue) + len(self.held)
 
     def stop(self) -> None:
         """Drop what is held and queued and let the worker end (a comparison under way finishes)."""
         self.stopping.set()
-        held, self.held = self.held, None
+        held, self.held = self.held, []
         with self._lock:
-            dropped = [answered for _, answered in self.queue] + ([held] if held is not None else [])
+            dropped = [answered for _, answered in self.queue] + held
             self.queue.clear()
         for answered in dropped:
             self._dropped(answered.verb)
