@@ -60,6 +60,6 @@ def test_shadow_burst_reports_compared_and_dropped_beside_the_live_latency(tmp_p
 def test_the_benchmark_runs_the_shadow_burst_when_asked(tmp_path: Path) -> None:
     command = [str(ROOT / "bench" / "run.py"), "--quick", "--only", "shadow-burst"]
     report, stdout = run(command, tmp_path / "run.json")
-    assert report["scenarios"] == [] and report["burst"] == []  # --only shadow-burst: nothing else
+    assert (report["scenarios"], report["burst"]) == ([], [])  # --only shadow-burst: nothing else
     assert_sane(report["shadow_burst"], pods=12, size=100)
     assert "Shadow burst (names mode; bench/shadow.py)" in stdout
