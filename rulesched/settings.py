@@ -132,6 +132,10 @@ class Settings(BaseSettings):
     shadow_queue: int = Field(256, ge=1)
     """Answered calls waiting for their shadow evaluation; when it is full a call's comparison is dropped
     (counted as `dropped`), never queued without limit."""
+    shadow_inline_work: float = Field(2000.0, ge=0)
+    """Estimated microseconds of shadow evaluation made right after an answer is sent, before the next call
+    is read (a burst leaves no pause for it); a call whose shadow decision needs more waits in the shadow
+    queue for a pause. 0: only what the shadow book's caches answer is compared right away."""
     record_dir: Path | None = None
     """Record every filter and prioritize call, with the node, metrics, pod and namespace state it saw, in
     this directory (gzip JSON Lines segments, docs/operations/recording.md), for `rulesched replay`. Off

@@ -168,7 +168,10 @@ def _shadow(settings: Settings, store: RuleStore, extender: Extender, metrics: M
     """The shadow book, loaded now. Rules that do not load do not stop the server (the live rules decide;
     the shadow is advice): it starts without a shadow book, says why in its log and in GET /shadow, and
     the next change to the directory that loads becomes the shadow book."""
-    shadow = Shadow(store, extender.idle, metrics, capacity=settings.shadow_queue, deadline=settings.request_deadline)
+    shadow = Shadow(
+        store, extender.idle, metrics, capacity=settings.shadow_queue, deadline=settings.request_deadline,
+        inline_work=settings.shadow_inline_work,
+    )  # fmt: skip
     directory = settings.shadow_rules_dir
     if directory is None or not directory.is_dir():
         log.error("shadow rules directory %s does not exist; no shadow book until it does", directory)
