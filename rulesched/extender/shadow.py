@@ -120,6 +120,7 @@ class Shadow:
             run_scores=verb != "filter",
             deadline=time.monotonic() + self.deadline,
             namespace=answered.namespace,
+            estimate=answered.estimate,
         )
 
     async def explain(self, answered: Answered) -> Decision:

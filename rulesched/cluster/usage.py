@@ -1,0 +1,214 @@
+"""What a pod of each workload really uses: a bounded summary per workload, and the pod's `estimate`.
+
+The pods of a workload (a Deployment, a StatefulSet, a Job: the owner controller, a ReplicaSet named for
+its Deployment; or, for a pod without one, its labels) use alike. Each poll of the pods' usage
+(`rulesched/cluster/pod_metrics.py`: metrics-server's `pods.metrics.k8s.io`) gives, per workload, the
+`quantile` of its pods' CPU and memory; the last `window` polls' values are kept, and a new pod's estimate
+is their `quantile` again. Memory is per workload (at most `max_workloads`, the least recently sampled
+or asked for forgotten first), never per pod. A workload never seen gets the fallback
+(`rules.estimate.Fallback`: a factor of its requests or limits).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rulesched.cluster.sources import items_of
+from rulesched.rules.context import pod_requests, resource_numbers
+from rulesched.rules.estimate import REQUESTS, RESOURCES, Fallback, fallback_estimate
+
+TEMPLATE_HASH = "pod-template-hash"
+"""The label a Deployment's ReplicaSet adds to its pods and to its own name (`web-5d8f7c9b4`)."""
+_GENERATED_LABELS = frozenset({TEMPLATE_HASH, "controller-revision-hash", "statefulset.kubernetes.io/pod-name"})
+"""Labels that differ between the pods of one workload: left out of a label-set workload."""
+
+
+@dataclass(frozen=True, slots=True)
+class UsageOptions:
+    """How the summary is kept: `window` polls of each workload, the `quantile` taken, `max_workloads` kept."""
+
+    window: int = 6
+    quantile: float = 0.9
+    max_workloads: int = 10_000
+
+
+def _metadata(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = pod.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def _controller(metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    owners = metadata.get("ownerReferences")
+    for owner in owners if isinstance(owners, list) else []:
+        if isinstance(owner, Mapping) and owner.get("controller") and owner.get("kind") and owner.get("name"):
+            return owner
+    return None
+
+
+def workload_of(pod: Mapping[str, Any]) -> str | None:
+    """The workload a pod (or its view) belongs to, as `namespace/Kind/name`, or `namespace/labels:k=v,…`
+    for a pod without an owner controller; None for a pod with neither (it has no siblings to learn from)."""
+    metadata = _metadata(pod)
+    namespace = metadata.get("namespace") or "default"
+    labels = metadata.get("labels") if isinstance(metadata.get("labels"), Mapping) else {}
+    assert isinstance(labels, Mapping)
+    owner = _controller(metadata)
+    if owner is not None:
+        kind, name = str(owner["kind"]), str(owner["name"])
+        suffix = f"-{labels.get(TEMPLATE_HASH)}"
+        if kind == "ReplicaSet" and TEMPLATE_HASH in labels and name.endswith(suffix) and len(name) > len(suffix):
+            kind, name = "Deployment", name[: -len(suffix)]
+        return f"{namespace}/{kind}/{name}"
+    kept = sorted(f"{k}={v}" for k, v in labels.items() if k not in _GENERATED_LABELS)
+    return f"{namespace}/labels:{','.join(kept)}" if kept else None
+
+
+def quantile(values: Iterable[float], q: float) -> float:
+    """The `q` quantile of `values` (nearest rank: one of the values); 0 for none."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    rank = max(0, math.ceil(q * len(ordered)) - 1)
+    return ordered[min(rank, len(ordered) - 1)]
+
+
+class Summary:
+    """One workload's last `window` polls: each poll's quantile of CPU (cores) and memory (bytes) per pod."""
+
+    __slots__ = ("cpu", "memory")
+
+    def __init__(self, window: int) -> None:
+        self.cpu: deque[float] = deque(maxlen=window)
+        self.memory: deque[float] = deque(maxlen=window)
+
+    def add(self, cpu: float, memory: float) -> None:
+        self.cpu.append(cpu)
+        self.memory.append(memory)
+
+    def estimate(self, q: float) -> dict[str, float]:
+        return {"cpu": quantile(self.cpu, q), "memory": quantile(self.memory, q), "samples": float(len(self.cpu))}
+
+
+PodUsage = tuple[float, float]
+"""A pod's usage in one sample: CPU in cores, memory in bytes."""
+
+
+class UsageStore:
+    """The summaries by workload, bounded (least recently sampled or asked for forgotten first). Thread-safe:
+    the poller's thread records, requests read."""
+
+    def __init__(self, options: UsageOptions = UsageOptions(), fallback: Fallback = REQUESTS) -> None:
+        self.options = options
+        self.fallback = fallback
+        self._summaries: OrderedDict[str, Summary] = OrderedDict()
+        self._estimates: dict[str, dict[str, float]] = {}
+        """Each summary's estimate, made when it changes: a request only looks it up."""
+        self._lock = threading.Lock()
+        self.polls = 0
+
+    def record(self, by_workload: Mapping[str, Iterable[PodUsage]]) -> None:
+        """One poll: the usage of the pods of each workload sampled."""
+        q, window = self.options.quantile, self.options.window
+        made = {}
+        for workload, usages in by_workload.items():
+            found = list(usages)
+            if found:
+                made[workload] = (quantile((u[0] for u in found), q), quantile((u[1] for u in found), q))
+        with self._lock:
+            for workload, (cpu, memory) in made.items():
+                summary = self._summaries.pop(workload, None) or Summary(window)
+                summary.add(cpu, memory)
+                self._summaries[workload] = summary
+                self._estimates[workload] = summary.estimate(q)
+            while len(self._summaries) > self.options.max_workloads:
+                gone, _ = self._summaries.popitem(last=False)
+                self._estimates.pop(gone, None)
+            self.polls += 1
+
+    def learnt(self, workload: str | None) -> dict[str, float] | None:
+        """The estimate learnt for `workload`, None when never sampled (or forgotten)."""
+        if workload is None:
+            return None
+        found = self._estimates.get(workload)
+        if found is not None:
+            with self._lock:
+                if workload in self._summaries:
+                    self._summaries.move_to_end(workload)
+        return found
+
+    def estimate(self, pod: Mapping[str, Any], requests: Mapping[str, float] | None = None) -> dict[str, float]:
+        """The pod's `estimate`: what its workload's pods used, else the fallback (`requests`: the pod's,
+        when known already, as in a pod's view)."""
+        found = self.learnt(workload_of(pod))
+        if found is not None:
+            return found
+        if requests is None and not isinstance(pod.get("spec"), Mapping):
+            requests = pod.get("requests") if isinstance(pod.get("requests"), Mapping) else {}
+        return fallback_estimate(pod, self.fallback, requests if requests is not None else pod_requests(pod))
+
+    def size(self) -> int:
+        return len(self._summaries)
+
+
+def group_by_workload(
+    usages: Mapping[tuple[str, str], PodUsage], pods: Iterable[Mapping[str, Any]]
+) -> dict[str, list[PodUsage]]:
+    """The sampled pods' usage (by namespace and name) grouped by the workload of the pods known by name."""
+    grouped: dict[str, list[PodUsage]] = {}
+    for pod in pods:
+        metadata = _metadata(pod)
+        usage = usages.get((str(metadata.get("namespace") or "default"), str(metadata.get("name") or "")))
+        workload = workload_of(pod) if usage is not None else None
+        if workload is not None and usage is not None:
+            grouped.setdefault(workload, []).append(usage)
+    return grouped
+
+
+def parse_pod_metrics(document: object) -> dict[tuple[str, str], PodUsage]:
+    """A PodMetricsList's usage by pod (namespace, name): its containers summed."""
+    items = document.get("items") if isinstance(document, Mapping) else None
+    if not isinstance(items, list):
+        raise ValueError("not a PodMetricsList (no 'items' list)")
+    found: dict[tuple[str, str], PodUsage] = {}
+    for item in items:
+        metadata = _metadata(item) if isinstance(item, Mapping) else {}
+        name = metadata.get("name")
+        containers = item.get("containers") if isinstance(item, Mapping) else None
+        if not isinstance(name, str) or not isinstance(containers, list):
+            continue
+        total = dict.fromkeys(RESOURCES, 0.0)
+        for container in containers:
+            usage = container.get("usage") if isinstance(container, Mapping) else None
+            for resource, value in resource_numbers(usage).items():
+                if resource in total:
+                    total[resource] += value
+        found[(str(metadata.get("namespace") or "default"), name)] = (total["cpu"], total["memory"])
+    return found
+
+
+def record_poll(store: UsageStore, document: object, pods: Iterable[Mapping[str, Any]]) -> int:
+    """Record one PodMetricsList in `store`; how many sampled pods had a known workload."""
+    grouped = group_by_workload(parse_pod_metrics(document), pods)
+    store.record(grouped)
+    return sum(len(u) for u in grouped.values())
+
+
+class FilePodMetrics:
+    """Pod usage from a PodMetricsList file (`--pod-metrics-file`): recorded once, a fixed snapshot."""
+
+    def __init__(self, path: Path, store: UsageStore, pods: Iterable[Mapping[str, Any]]) -> None:
+        self.store = store
+        self.seconds: float | None = None
+        self.sampled = record_poll(store, {"items": items_of(path, "PodMetricsList")}, pods)
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
