@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rulesched.cluster.sources import items_of
-from rulesched.rules.context import pod_requests, resource_numbers
+from rulesched.rules.context import pod_requests
 from rulesched.rules.estimate import REQUESTS, RESOURCES, Fallback, fallback_estimate
+from rulesched.rules.quantity import QuantityError, quantity_value
 
 TEMPLATE_HASH = "pod-template-hash"
 """The label a Deployment's ReplicaSet adds to its pods and to its own name (`web-5d8f7c9b4`)."""
@@ -43,30 +44,54 @@ def _metadata(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return metadata if isinstance(metadata, Mapping) else {}
 
 
-def _controller(metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    owners = metadata.get("ownerReferences")
-    for owner in owners if isinstance(owners, list) else []:
-        if isinstance(owner, Mapping) and owner.get("controller") and owner.get("kind") and owner.get("name"):
-            return owner
+def _controller(owners: object) -> tuple[str, str] | None:
+    """The owner controller's kind and name, from `ownerReferences`."""
+    for owner in owners if type(owners) is list else ():
+        if type(owner) is dict and owner.get("controller") is True:
+            kind, name = owner.get("kind"), owner.get("name")
+            if type(kind) is str and type(name) is str and kind and name:
+                return kind, name
     return None
 
 
 def workload_of(pod: Mapping[str, Any]) -> str | None:
     """The workload a pod (or its view) belongs to, as `namespace/Kind/name`, or `namespace/labels:k=v,…`
-    for a pod without an owner controller; None for a pod with neither (it has no siblings to learn from)."""
+    for a pod without an owner controller; None for a pod with neither (it has no siblings to learn from).
+    (Once per sampled pod in every poll: plain type checks, decoded JSON is made of dicts and lists.)"""
     metadata = _metadata(pod)
     namespace = metadata.get("namespace") or "default"
-    labels = metadata.get("labels") if isinstance(metadata.get("labels"), Mapping) else {}
-    assert isinstance(labels, Mapping)
-    owner = _controller(metadata)
+    labels = metadata.get("labels")
+    labels = labels if type(labels) is dict else {}
+    owner = _controller(metadata.get("ownerReferences"))
     if owner is not None:
-        kind, name = str(owner["kind"]), str(owner["name"])
-        suffix = f"-{labels.get(TEMPLATE_HASH)}"
-        if kind == "ReplicaSet" and TEMPLATE_HASH in labels and name.endswith(suffix) and len(name) > len(suffix):
-            kind, name = "Deployment", name[: -len(suffix)]
+        kind, name = owner
+        template = labels.get(TEMPLATE_HASH)
+        if kind == "ReplicaSet" and type(template) is str and template and name.endswith("-" + template):
+            stripped = name[: -len(template) - 1]
+            kind, name = ("Deployment", stripped) if stripped else (kind, name)
         return f"{namespace}/{kind}/{name}"
     kept = sorted(f"{k}={v}" for k, v in labels.items() if k not in _GENERATED_LABELS)
     return f"{namespace}/labels:{','.join(kept)}" if kept else None
+
+
+_DECIMAL = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+
+
+def usage_number(value: object) -> float | None:
+    """A usage quantity as metrics-server writes it (`152614315n`, `1530504Ki`, `250m`) without the general
+    parser, which would be most of a poll's time; any other form through it. None when invalid."""
+    if type(value) is str:
+        if value[-2:] in _BINARY and value[:-2].isdigit():
+            return int(value[:-2]) * _BINARY[value[-2:]]
+        if value[-1:] in _DECIMAL and value[:-1].isdigit():
+            return int(value[:-1]) * _DECIMAL[value[-1:]]
+        if value.isdigit():
+            return float(value)
+    try:
+        return quantity_value(value)
+    except QuantityError:
+        return None
 
 
 def quantile(values: Iterable[float], q: float) -> float:
@@ -79,20 +104,22 @@ def quantile(values: Iterable[float], q: float) -> float:
 
 
 class Summary:
-    """One workload's last `window` polls: each poll's quantile of CPU (cores) and memory (bytes) per pod."""
+    """One workload's last `window` polls: each poll's quantile of CPU (cores) and memory (bytes) per pod,
+    and the estimate they give. Plain lists and a tuple: about 400 bytes a workload (a deque is 600 alone)."""
 
-    __slots__ = ("cpu", "memory")
+    __slots__ = ("cpu", "estimate", "memory")
 
-    def __init__(self, window: int) -> None:
-        self.cpu: deque[float] = deque(maxlen=window)
-        self.memory: deque[float] = deque(maxlen=window)
+    def __init__(self) -> None:
+        self.cpu: list[float] = []
+        self.memory: list[float] = []
+        self.estimate: tuple[float, float, float] = (0.0, 0.0, 0.0)
+        """cpu, memory and the number of polls: made when a poll is added, read by every request."""
 
-    def add(self, cpu: float, memory: float) -> None:
+    def add(self, cpu: float, memory: float, window: int, q: float) -> None:
         self.cpu.append(cpu)
         self.memory.append(memory)
-
-    def estimate(self, q: float) -> dict[str, float]:
-        return {"cpu": quantile(self.cpu, q), "memory": quantile(self.memory, q), "samples": float(len(self.cpu))}
+        del self.cpu[:-window], self.memory[:-window]
+        self.estimate = (quantile(self.cpu, q), quantile(self.memory, q), float(len(self.cpu)))
 
 
 PodUsage = tuple[float, float]
@@ -107,8 +134,6 @@ class UsageStore:
         self.options = options
         self.fallback = fallback
         self._summaries: OrderedDict[str, Summary] = OrderedDict()
-        self._estimates: dict[str, dict[str, float]] = {}
-        """Each summary's estimate, made when it changes: a request only looks it up."""
         self._lock = threading.Lock()
         self.polls = 0
 
@@ -122,25 +147,24 @@ class UsageStore:
                 made[workload] = (quantile((u[0] for u in found), q), quantile((u[1] for u in found), q))
         with self._lock:
             for workload, (cpu, memory) in made.items():
-                summary = self._summaries.pop(workload, None) or Summary(window)
-                summary.add(cpu, memory)
+                summary = self._summaries.pop(workload, None) or Summary()
+                summary.add(cpu, memory, window, q)
                 self._summaries[workload] = summary
-                self._estimates[workload] = summary.estimate(q)
             while len(self._summaries) > self.options.max_workloads:
-                gone, _ = self._summaries.popitem(last=False)
-                self._estimates.pop(gone, None)
+                self._summaries.popitem(last=False)
             self.polls += 1
 
     def learnt(self, workload: str | None) -> dict[str, float] | None:
         """The estimate learnt for `workload`, None when never sampled (or forgotten)."""
         if workload is None:
             return None
-        found = self._estimates.get(workload)
-        if found is not None:
-            with self._lock:
-                if workload in self._summaries:
-                    self._summaries.move_to_end(workload)
-        return found
+        with self._lock:
+            summary = self._summaries.get(workload)
+            if summary is None:
+                return None
+            self._summaries.move_to_end(workload)
+        cpu, memory, samples = summary.estimate
+        return {"cpu": cpu, "memory": memory, "samples": samples}
 
     def estimate(self, pod: Mapping[str, Any], requests: Mapping[str, float] | None = None) -> dict[str, float]:
         """The pod's `estimate`: what its workload's pods used, else the fallback (`requests`: the pod's,
@@ -185,9 +209,9 @@ def parse_pod_metrics(document: object) -> dict[tuple[str, str], PodUsage]:
         total = dict.fromkeys(RESOURCES, 0.0)
         for container in containers:
             usage = container.get("usage") if isinstance(container, Mapping) else None
-            for resource, value in resource_numbers(usage).items():
-                if resource in total:
-                    total[resource] += value
+            for resource in RESOURCES:
+                value = usage_number(usage.get(resource)) if isinstance(usage, Mapping) else None
+                total[resource] += value or 0.0
         found[(str(metadata.get("namespace") or "default"), name)] = (total["cpu"], total["memory"])
     return found
 
