@@ -2,10 +2,11 @@
 
 Usage: `python bench/usage_poll.py [--pods 10000,100000] [--per-workload 10] [--json FILE]`
 
-One poll is what `PodMetricsPoller` does with metrics-server's answer: decode the PodMetricsList, find
-each pod's workload among the pods the pod cache knows (their views), and record the poll in the usage
-store. Measured in-process on generated pods (`--per-workload` pods per Deployment), with the store
-bounded as configured (`--usage-workloads`): milliseconds of a poll (the median of `--polls`), the
+One poll is what `PodMetricsPoller` does with metrics-server's answer: decode the PodMetricsList from its
+bytes (`cluster/pod_metrics_wire.py`), find each pod's workload among the pods the pod cache knows (their
+views), and record the poll in the usage store. Measured in-process on generated pods (`--per-workload`
+pods per Deployment), with the store bounded as configured (`--usage-workloads`): a poll's milliseconds
+(the median of `--polls`; wall clock and this process's CPU time, the steadier on a shared machine), the
 memory the poll allocates at its peak (tracemalloc), and the store's memory after a full window of polls.
 """
 
@@ -24,7 +25,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rulesched.cluster.usage import UsageOptions, UsageStore, record_poll
+from rulesched.cluster.pod_metrics_wire import pod_usage
+from rulesched.cluster.usage import UsageOptions, UsageStore, record_usage
 from rulesched.rules.context import pod_view
 
 HASH = "5d8f7c9b4"
@@ -69,20 +71,21 @@ def one_size(count: int, per_workload: int, polls: int, workloads: int) -> dict[
     views = [pod_view(p) for p in pods]
     answers = [pod_metrics(pods, poll) for poll in range(2)]
     store = UsageStore(UsageOptions(max_workloads=workloads))
-    seconds = []
+    seconds, cpu = [], []
     for poll in range(polls):
-        started = time.perf_counter()
-        record_poll(store, json.loads(answers[poll % 2]), views)
+        started, used = time.perf_counter(), time.process_time()
+        record_usage(store, pod_usage(answers[poll % 2]), views)
         seconds.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - used)
     tracemalloc.start()
-    record_poll(store, json.loads(answers[0]), views)
+    record_usage(store, pod_usage(answers[0]), views)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     kept = UsageStore(UsageOptions(max_workloads=workloads))
     for poll in range(kept.options.window):
-        record_poll(kept, json.loads(answers[poll % 2]), views)
+        record_usage(kept, pod_usage(answers[poll % 2]), views)
     store_bytes = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     return {
@@ -91,6 +94,7 @@ def one_size(count: int, per_workload: int, polls: int, workloads: int) -> dict[
         "kept": kept.size(),
         "answer MB": round(len(answers[0]) / 1e6, 1),
         "poll ms (median)": round(statistics.median(seconds) * 1000, 1),
+        "poll CPU ms (median)": round(statistics.median(cpu) * 1000, 1),
         "poll peak MB": round(peak / 1e6, 1),
         "store MB": round(store_bytes / 1e6, 2),
         "store bytes per workload": round(store_bytes / max(1, kept.size())),

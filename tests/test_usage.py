@@ -13,6 +13,7 @@ import pytest
 
 from rulesched.cluster.kube import KubeAccess
 from rulesched.cluster.pod_metrics import PodMetricsPoller
+from rulesched.cluster.pod_metrics_wire import pod_usage
 from rulesched.cluster.pods import PodIndex
 from rulesched.cluster.usage import (
     FilePodMetrics,
@@ -235,3 +236,13 @@ def test_a_server_with_pod_metrics_gives_rules_the_estimate_and_explains_it(tmp_
         metrics = client.get("/metrics").text
         assert "rulesched_usage_workloads 3.0" in metrics
         assert "rulesched_usage_poll_seconds" in metrics
+
+
+def test_the_poll_decodes_the_bytes_as_the_plain_reader_does_and_refuses_what_is_not_a_list() -> None:
+    data = POD_METRICS.read_bytes()
+    assert pod_usage(data) == parse_pod_metrics(json.loads(data))
+    for broken in (b"not json", b'{"kind": "Status"}', b'{"items": [{"containers": 3}]}'):
+        with pytest.raises(ValueError, match="not a PodMetricsList"):
+            pod_usage(broken)
+    with pytest.raises(ValueError, match="not a PodMetricsList"):
+        parse_pod_metrics({"kind": "Status"})

@@ -17,10 +17,10 @@ from typing import Any
 from kubernetes.client import CustomObjectsApi
 
 from rulesched.cluster.errors import api_errors
-from rulesched.cluster.kube import read_json
 from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, LoopStatus, Outcome
 from rulesched.cluster.metrics_server import describe_failure
-from rulesched.cluster.usage import UsageStore, record_poll
+from rulesched.cluster.pod_metrics_wire import pod_usage
+from rulesched.cluster.usage import UsageStore, record_usage
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,14 @@ class PodMetricsPoller:
     def _poll(self) -> Outcome:
         started = time.perf_counter()
         with api_errors():
-            response = self._custom.list_cluster_custom_object(
+            response: Any = self._custom.list_cluster_custom_object(
                 "metrics.k8s.io", "v1beta1", "pods", _preload_content=False, _request_timeout=self._timeout
             )
-        self.sampled = record_poll(self.store, read_json(response), self._views())
+        try:
+            data = response.data
+        finally:
+            response.release_conn()
+        self.sampled = record_usage(self.store, pod_usage(data), self._views())
         self.seconds = time.perf_counter() - started
         return "ok"
 

@@ -75,6 +75,8 @@ def workload_of(pod: Mapping[str, Any]) -> str | None:
 
 
 _DECIMAL = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9}
+_DIVISORS = {"n": 1e9, "u": 1e6, "m": 1e3}
+"""Divided rather than multiplied by the small factors: correctly rounded (1521093117n is 1.521093117)."""
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
 
 
@@ -85,7 +87,8 @@ def usage_number(value: object) -> float | None:
         if value[-2:] in _BINARY and value[:-2].isdigit():
             return int(value[:-2]) * _BINARY[value[-2:]]
         if value[-1:] in _DECIMAL and value[:-1].isdigit():
-            return int(value[:-1]) * _DECIMAL[value[-1:]]
+            unit = value[-1:]
+            return int(value[:-1]) / _DIVISORS[unit] if unit in _DIVISORS else int(value[:-1]) * _DECIMAL[unit]
         if value.isdigit():
             return float(value)
     try:
@@ -186,11 +189,17 @@ def group_by_workload(
     """The sampled pods' usage (by namespace and name) grouped by the workload of the pods known by name."""
     grouped: dict[str, list[PodUsage]] = {}
     for pod in pods:
-        metadata = _metadata(pod)
-        usage = usages.get((str(metadata.get("namespace") or "default"), str(metadata.get("name") or "")))
+        metadata = pod.get("metadata")
+        if type(metadata) is not dict:
+            continue
+        usage = usages.get((metadata.get("namespace") or "default", metadata.get("name") or ""))
         workload = workload_of(pod) if usage is not None else None
         if workload is not None and usage is not None:
-            grouped.setdefault(workload, []).append(usage)
+            found = grouped.get(workload)
+            if found is None:
+                grouped[workload] = [usage]
+            else:
+                found.append(usage)
     return grouped
 
 
@@ -216,11 +225,18 @@ def parse_pod_metrics(document: object) -> dict[tuple[str, str], PodUsage]:
     return found
 
 
-def record_poll(store: UsageStore, document: object, pods: Iterable[Mapping[str, Any]]) -> int:
-    """Record one PodMetricsList in `store`; how many sampled pods had a known workload."""
-    grouped = group_by_workload(parse_pod_metrics(document), pods)
+def record_usage(
+    store: UsageStore, usages: Mapping[tuple[str, str], PodUsage], pods: Iterable[Mapping[str, Any]]
+) -> int:
+    """Record one poll's usage (by pod namespace and name) in `store`; how many pods had a known workload."""
+    grouped = group_by_workload(usages, pods)
     store.record(grouped)
     return sum(len(u) for u in grouped.values())
+
+
+def record_poll(store: UsageStore, document: object, pods: Iterable[Mapping[str, Any]]) -> int:
+    """Record one PodMetricsList (decoded) in `store`; how many sampled pods had a known workload."""
+    return record_usage(store, parse_pod_metrics(document), pods)
 
 
 class FilePodMetrics:
