@@ -205,20 +205,19 @@ spec:
 """
 
 
-def test_a_server_with_pod_metrics_gives_rules_the_estimate_and_explains_it(tmp_path: Path) -> None:
-    rules = tmp_path / "rules"
+def shop_settings(directory: Path, **more: Any) -> Settings:
+    """Offline: the shop's pods on k8s-node1 (`--pods`), their usage (`--pod-metrics-file`), ESTIMATE_RULES."""
+    rules = directory / "rules"
     rules.mkdir()
     (rules / "light.yaml").write_text(ESTIMATE_RULES)
     placed = [{**p, "spec": {**p["spec"], "nodeName": "k8s-node1"}} for p in shop_pods()]
-    (tmp_path / "pods.json").write_text(json.dumps({"kind": "PodList", "items": placed}))
-    settings = Settings(
-        rules_dir=rules,
-        nodes_file=EXAMPLE_NODES,
-        pods_file=tmp_path / "pods.json",
-        pod_metrics_file=POD_METRICS,
-        cluster="off",
-        enable_explain=True,
-    )
+    (directory / "pods.json").write_text(json.dumps({"kind": "PodList", "items": placed}))
+    files = {"nodes_file": EXAMPLE_NODES, "pods_file": directory / "pods.json", "pod_metrics_file": POD_METRICS}
+    return Settings(**{"rules_dir": rules, "cluster": "off", **files, **more})
+
+
+def test_a_server_with_pod_metrics_gives_rules_the_estimate_and_explains_it(tmp_path: Path) -> None:
+    settings = shop_settings(tmp_path, enable_explain=True)
     batch = owned(make_pod("batch-new", "shop", None, {"cpu": "500m"}), "Job", "batch")
     web = owned(
         make_pod("web-5d8f7c9b4-new", "shop", {"app": "web"}, {"cpu": "2"}), "ReplicaSet", "web-5d8f7c9b4", "5d8f7c9b4"

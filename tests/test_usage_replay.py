@@ -3,7 +3,6 @@ recorded decision gives it in the case (`estimate:`), so that both decide as the
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import httpx
@@ -11,31 +10,18 @@ import pytest
 import yaml
 
 from rulesched.cli import main
-from rulesched.settings import Settings
 from rulesched.tools.recording_read import Recording, read_calls, segments_of
 from tests.builders import make_pod
-from tests.paths import EXAMPLE_NODES
 from tests.server import running
-from tests.test_usage import ESTIMATE_RULES, POD_METRICS, owned, shop_pods
+from tests.test_usage import owned, shop_settings
 
 
 def test_a_recorded_estimate_is_replayed_and_written_into_the_ruletest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    (rules / "light.yaml").write_text(ESTIMATE_RULES)
-    placed = [{**p, "spec": {**p["spec"], "nodeName": "k8s-node1"}} for p in shop_pods()]
-    (tmp_path / "pods.json").write_text(json.dumps({"kind": "PodList", "items": placed}))
     recording = tmp_path / "recording"
-    settings = Settings(
-        rules_dir=rules,
-        nodes_file=EXAMPLE_NODES,
-        pods_file=tmp_path / "pods.json",
-        pod_metrics_file=POD_METRICS,
-        cluster="off",
-        record_dir=recording,
-    )
+    settings = shop_settings(tmp_path, record_dir=recording)
+    rules = settings.rules_dir
     batch = owned(make_pod("batch-new", "shop", None, {"cpu": "500m"}), "Job", "batch")
     with running(settings) as server, httpx.Client(base_url=server.url) as client:
         answer = client.post("/filter", json={"Pod": batch, "NodeNames": ["k8s-node1", "k8s-node2"]}).json()
