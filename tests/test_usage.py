@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from rulesched.cluster import build_cluster
 from rulesched.cluster.kube import KubeAccess
 from rulesched.cluster.pod_metrics import PodMetricsPoller
 from rulesched.cluster.pod_metrics_wire import pod_usage
@@ -245,3 +246,16 @@ def test_the_poll_decodes_the_bytes_as_the_plain_reader_does_and_refuses_what_is
             pod_usage(broken)
     with pytest.raises(ValueError, match="not a PodMetricsList"):
         parse_pod_metrics({"kind": "Status"})
+
+
+def test_the_settings_choose_the_fallback_and_a_store_exists_without_pod_metrics(tmp_path: Path) -> None:
+    settings = Settings(
+        rules_dir=tmp_path, nodes_file=EXAMPLE_NODES, cluster="off", usage_fallback="limits", usage_fallback_factor=0.5
+    )
+    estimates = build_cluster(settings).estimates
+    assert estimates is not None
+    assert estimates.feed is None, "nothing to learn from: every pod gets the fallback"
+    pod = make_pod("w-1", "shop", {"app": "w"}, {"cpu": "500m"})
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"cpu": "3"}
+    assert estimates.store.estimate(pod)["cpu"] == 1.5
+    assert estimates.poll_seconds() is None
