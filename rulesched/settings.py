@@ -193,6 +193,24 @@ class Settings(BaseSettings):
     lease_duration: float = Field(15.0, ge=1)
     """Seconds a lease holder keeps it without renewing; it renews every third of it, and stops evicting once
     this has passed since its last renewal."""
+    pod_metrics: Literal["auto", "on", "off"] = "auto"
+    """Poll the pods' usage from metrics-server (`pods.metrics.k8s.io`) every --metrics-interval for the usage
+    estimates (`estimate`, `recent.estimates`): auto (with a cluster and no --pods file), on, off
+    (docs/guides/usage-estimates.md)."""
+    pod_metrics_file: Path | None = None
+    """Offline pod usage: a metrics.k8s.io PodMetricsList in JSON or YAML, for the pods of --pods."""
+    usage_workloads: int = Field(10_000, ge=1)
+    """Most workloads whose usage summary is kept (a few hundred bytes each); the least recently sampled or
+    asked for are forgotten first, and fall back until sampled again."""
+    usage_window: int = Field(6, ge=1)
+    """Polls of each workload's usage the estimate is made from (6 polls of 15 s: the last minute and a half)."""
+    usage_quantile: float = Field(0.9, gt=0, le=1)
+    """The quantile of the pods' usage each poll keeps per workload, and of those the estimate takes."""
+    usage_fallback: Literal["requests", "limits"] = "requests"
+    """The estimate of a pod whose workload was never sampled: its requests, or its limits (a container
+    without a limit counts its request), times --usage-fallback-factor."""
+    usage_fallback_factor: float = Field(1.0, ge=0)
+    """The factor of the fallback (1: the fallback is the requests, or limits, themselves)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

@@ -114,6 +114,7 @@ class _State:
     stall_gets: float = 0.0
     metrics_status: int = 200
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pod_usage: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     pods: dict[tuple[str, str], Pod] = field(default_factory=dict)
     bind_forbidden: bool = False
     requests: list[str] = field(default_factory=list)
@@ -274,6 +275,11 @@ class KubeAPI:
             stamp = then.strftime("%Y-%m-%dT%H:%M:%SZ")
         with self.cond:
             self.state.usage[name] = {"usage": {"cpu": cpu, "memory": memory}, "timestamp": stamp}
+
+    def set_pod_usage(self, namespace: str, name: str, cpu: str, memory: str) -> None:
+        """The pod's usage in `pods.metrics.k8s.io` (one container, `app`), sampled at each request."""
+        with self.cond:
+            self.state.pod_usage[(namespace, name)] = {"cpu": cpu, "memory": memory}
 
     def add_pod(
         self,
@@ -639,6 +645,14 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(200, _metrics_list(usage))
 
+    def list_pod_metrics(self, query: dict[str, str]) -> None:
+        with self.api.cond:
+            status, usage = self.state.metrics_status, copy.deepcopy(self.state.pod_usage)
+        if status != 200:
+            self._json(404, _status(404, "NotFound", "the server could not find the requested resource", {}))
+        else:
+            self._json(200, _pod_metrics_list(usage))
+
     # -- pods/binding -----------------------------------------------------------------------------------
 
     def bind_pod(self, query: dict[str, str], namespace: str, name: str) -> None:
@@ -872,11 +886,22 @@ def _metrics_list(usage: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"kind": "NodeMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
 
 
+def _pod_metrics_list(usage: dict[tuple[str, str], dict[str, str]]) -> dict[str, Any]:
+    """A PodMetricsList as metrics-server writes it (tests/fixtures/metrics-server/README.md)."""
+    items = []
+    for namespace, name in sorted(usage):
+        metadata = {"name": name, "namespace": namespace, "creationTimestamp": _now(), "labels": {}}
+        containers = [{"name": "app", "usage": usage[(namespace, name)]}]
+        items.append({"metadata": metadata, "timestamp": _now(), "window": "15s", "containers": containers})
+    return {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
+
+
 Route = Callable[..., None]
 _ROUTES: list[tuple[tuple[str, ...], Route]] = [
     (("GET", "api", "v1", "nodes"), _Handler.list_nodes),
     (("GET", "api", "v1", "nodes", "*"), _Handler.get_node),
     (("GET", "apis", "metrics.k8s.io", "v1beta1", "nodes"), _Handler.list_metrics),
+    (("GET", "apis", "metrics.k8s.io", "v1beta1", "pods"), _Handler.list_pod_metrics),
     (("POST", "api", "v1", "namespaces", "*", "pods", "*", "binding"), _Handler.bind_pod),
     (("GET", "api", "v1", "pods"), _Handler.list_pods),
     (("GET", "api", "v1", "namespaces"), _Handler.list_namespaces),

@@ -75,6 +75,7 @@ NODE_FILTERS = [
     "pods.all(p, !('app' in p.metadata.labels) || p.metadata.labels['app'] != 'db')",
     "recent.count < 2.0 || recent.requests.cpu < 1.0",
     *CUSTOM_FILTERS,
+    "recent.estimates.cpu < 1.5",
 ]
 POD_FILTERS = [
     "!has(pod.metadata.labels) || !('zone' in pod.metadata.labels)"
@@ -93,6 +94,8 @@ POD_FILTERS = [
     "!has(pod.metadata.labels) || !('app' in pod.metadata.labels) || !has(metrics.custom)"
     " || metrics.custom[?'cpu5m'].orValue(0.0) < (pod.metadata.labels['app'] == 'db' ? 0.3 : 0.6)",
     "cel.bind(c, metrics.custom, !('mem' in c) || c['mem'] * requests.cpu < 0.5)",
+    "(has(metrics.cpu) ? metrics.cpu.usage : 0.0) + recent.estimates.cpu + estimate.cpu < allocatable.cpu",
+    "estimate.samples > 0.0 || requests.cpu < 2.0",
     "!('team' in namespaceObject.metadata.labels) || namespaceObject.metadata.labels['team'] != 'ml'"
     " || (has(node.metadata.labels) && 'tier' in node.metadata.labels)",
 ]
@@ -110,6 +113,7 @@ SCORES = [
     ("double(pod.metadata.name.size()) - variables.free", "MinMax"),
     ("-(metrics.cpu.usage + recent.requests.cpu)", "MinMax"),
     ("-allocated.cpu", "MinMax"),
+    ("-(metrics.cpu.usage + recent.estimates.cpu + estimate.cpu)", "MinMax"),
     ("10.0 - double(pods.size())", "Clamp"),
     (
         "'team' in namespaceObject.metadata.labels && namespaceObject.metadata.labels['team'] == 'ml'"
@@ -243,7 +247,15 @@ def random_pods(rng: random.Random, version: int) -> NodePods:
         pod["metadata"]["uid"] = f"uid-{version}-{index}"
         views.append(pod_view(pod))
     recent = [v for v in views if rng.random() < 0.4]
-    return node_pods(views, recent, version)
+    estimates = [{"cpu": rng.choice([0.1, 0.5, 1.5]), "memory": 1e8} for _ in recent]
+    return node_pods(views, recent, version, estimates if rng.random() < 0.7 else None)
+
+
+def random_estimate(rng: random.Random) -> dict[str, float] | None:
+    """The pod's `estimate` as the usage store may give it: none (the fallback, its requests), or learnt."""
+    if rng.random() < 0.3:
+        return None
+    return {"cpu": rng.choice([0.2, 0.5, 1.5]), "memory": 2e8, "samples": float(rng.choice([1, 3]))}
 
 
 def random_namespace(rng: random.Random, pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -314,6 +326,7 @@ def run_calls(tmp_path: Path, engine: Engine, seed: int, calls: int, size: int =
         nodes = cluster.candidates()
         namespace = random_namespace(random.Random(pod["metadata"]["namespace"] + str(book.generation)), pod)
         options: dict[str, Any] = {"run_filters": run_filters, "run_scores": run_scores, "namespace": namespace}
+        options["estimate"] = random_estimate(random.Random(f"{pod['metadata'].get('labels')}{call // 7}"))
         fast = evaluate(book, pod, nodes, now=now, **options)
         plain = reference.evaluate(book, pod, nodes, now=now, **options)
         if rng.random() < 0.5:  # as the extender answers filter: the outcome first, then rejections are counted

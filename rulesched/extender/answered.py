@@ -38,6 +38,8 @@ class Answered:
     now: datetime.datetime
     book: RuleBook
     decision: Decision
+    estimate: Mapping[str, float] | None = None
+    """The pod's `estimate` the rules saw (None: the fallback, its requests)."""
 
 
 QUIET_SECONDS = 0.002

@@ -124,6 +124,17 @@ class Metrics:
         self.recording_bytes = Gauge(
             "rulesched_recording_bytes", "Bytes the recording directory's segments take", registry=r
         )
+        self.usage_workloads = Gauge(
+            "rulesched_usage_workloads", "Workloads whose usage summary the estimates are made from", registry=r
+        )
+        self.usage_poll_seconds = Gauge(
+            "rulesched_usage_poll_seconds", "Seconds the last poll of the pods' usage took (NaN: none yet)", registry=r
+        )
+
+    def watch_usage(self, workloads: Callable[[], float], poll_seconds: Callable[[], float]) -> None:
+        """Report the usage store's workloads and its last poll's duration, read when scraped."""
+        self.usage_workloads.set_function(workloads)
+        self.usage_poll_seconds.set_function(poll_seconds)
 
     def watch_source(self, name: str, size: Callable[[], float], failing: Callable[[], float]) -> None:
         """Report a pod or namespace source's size and whether it is failing, computed when scraped."""

@@ -42,6 +42,7 @@ from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext, context_report, namespace_name, with_pods
 from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
+from rulesched.rules.estimate import estimate_or_fallback
 from rulesched.rules.plan import NeedsEvaluationError, within
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
@@ -150,6 +151,7 @@ class Extender:
             namespace=namespace,
             distinct=distinct,
             names=names,
+            estimate=self.estimate(pod),
         )
         if not self.evaluating:
             try:
@@ -299,6 +301,11 @@ class Extender:
         source = self.cluster.namespaces
         return source.get(namespace_name(pod)) if source is not None else None
 
+    def estimate(self, pod: Mapping[str, Any]) -> Mapping[str, float] | None:
+        """The pod's `estimate` from the usage store (None without one: the rules see its requests)."""
+        estimates = self.cluster.estimates
+        return estimates.store.estimate(pod) if estimates is not None else None
+
     def handing_on(self) -> bool:
         """Whether answered calls go anywhere after their answer (a shadow book, a recording)."""
         return self.shadow is not None or self.recorder is not None
@@ -319,8 +326,9 @@ class Extender:
         now, book = call
         contexts, unknown, decision = found
         item = Answered(
-            verb, args.nodes is not None, args.pod, contexts, unknown, self.namespace(args.pod), now, book, decision
-        )
+            verb, args.nodes is not None, args.pod, contexts, unknown, self.namespace(args.pod), now, book, decision,
+            self.estimate(args.pod),
+        )  # fmt: skip
         return lambda: self.hand_on(item)
 
     def forget(self, pod: Mapping[str, Any]) -> None:
@@ -532,13 +540,19 @@ async def explain_verb(extender: Extender, request: Request) -> Response:
     book = extender.book()
     decision = await extender.evaluate(book, args.pod, contexts, deadline, now=now)
     if extender.shadow is not None and book_name == "shadow":
-        answered = Answered("explain", args.nodes is not None, args.pod, contexts, unknown, None, now, book, decision)
+        answered = Answered(
+            "explain", args.nodes is not None, args.pod, contexts, unknown, None, now, book, decision,
+            extender.estimate(args.pod),
+        )  # fmt: skip
         try:
             decision = await extender.shadow.explain(replace(answered, namespace=extender.namespace(args.pod)))
         except LookupError as error:
             return error_response(404, str(error))
     ages = extender.contexts.custom_ages
-    report = decision.explain(args.pod) | context_report(args.pod, extender.namespace(args.pod), contexts, ages)
+    estimate = estimate_or_fallback(extender.estimate(args.pod), args.pod)
+    report = decision.explain(args.pod) | context_report(
+        args.pod, extender.namespace(args.pod), contexts, ages, estimate
+    )
     report["unknownNodes"] = unknown
     if book_name == "shadow":
         report["book"] = "shadow"

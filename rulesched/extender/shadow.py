@@ -239,6 +239,7 @@ class Shadow:
             run_scores=verb != "filter",
             deadline=time.monotonic() + self.deadline,
             namespace=answered.namespace,
+            estimate=answered.estimate,
         )
 
     def prepare(self, nodes: Sequence[NodeContext]) -> None:

@@ -75,6 +75,7 @@ def evaluate(
     namespace: Mapping[str, Any] | None = None,
     distinct: bool = False,
     names: Sequence[str] | None = None,
+    estimate: Mapping[str, float] | None = None,
 ) -> Decision:
     """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass.
     `namespace` is the pod's Namespace object (`namespaceObject`), None when not known; `distinct` says
@@ -84,7 +85,7 @@ def evaluate(
     Past `deadline` (a `time.monotonic()` value), every rule not yet evaluated fails with the deadline's
     error and follows its failurePolicy; the Decision says so, and the plan's caches are dropped, so that
     no result of this request is reused."""
-    request = book.plan.request(pod, now or datetime.datetime.now(datetime.UTC), namespace)
+    request = book.plan.request(pod, now or datetime.datetime.now(datetime.UTC), namespace, estimate)
     with cel_deadline(deadline) as expiry:
         evaluation = Evaluation(book, request)
         decision = evaluation.run(nodes, filters=run_filters, scores=run_scores, distinct=distinct, names=names)
@@ -298,6 +299,7 @@ class Evaluation:
         engine = self.plan.engine
         shared = {name: engine.convert(value) for name, value in self.request.values.items()}
         shared.setdefault("requests", engine.convert({}))
+        shared.setdefault("estimate", engine.convert({}))
         return shared
 
     def prioritize(self, rules: Sequence[Rule], nodes: Sequence[NodeContext]) -> list[NodeDecision]:

@@ -32,8 +32,9 @@ from rulesched.rules.book import CompiledFilter, CompiledRuleSet, CompiledScore,
 from rulesched.rules.cel import CelCompileError, Engine, Program
 from rulesched.rules.cel.analysis import Path
 from rulesched.rules.context import NodeContext, namespace_view, pod_requests
+from rulesched.rules.estimate import estimate_or_fallback
 
-PER_POD = frozenset({"pod", "requests", "now", "namespaceObject"})
+PER_POD = frozenset({"pod", "requests", "now", "namespaceObject", "estimate"})
 """Context names whose values change with the pod or the request."""
 NODE_PODS = ("pods", "allocated", "recent")
 """Context names that change with the pods on the node: node-side values, like `metrics`, kept in the
@@ -129,6 +130,7 @@ class PodRequest:
             parts = [
                 trim(values["pod"], paths.get("pod", ())) if "pod" in reads else None,
                 values.get("requests") if "requests" in reads else None,
+                values.get("estimate") if "estimate" in reads else None,
                 trim(values.get("namespaceObject"), paths.get("namespaceObject", ()))
                 if "namespaceObject" in reads
                 else None,
@@ -306,6 +308,7 @@ class Plan:
         self.node_pods = [n for n in NODE_PODS if any(n in r.reads for r in rules)]
         """The pod-dependent node names the book reads: only those are converted for the engine."""
         self.reads_requests = any("requests" in r.reads for r in per_pod)
+        self.reads_estimate = any("estimate" in r.reads for r in per_pod)
         self.conditions_read_now = any("now" in c.paths for c in conditions)
         self.sample_slots = [r.slot for r in self.node_only if "metrics" in r.compiled.reads]
         """Node-only rules that read `metrics`: computed again when a node's metrics sample changes."""
@@ -367,9 +370,14 @@ class Plan:
         return rule
 
     def request(
-        self, pod: Mapping[str, Any], now: datetime.datetime, namespace: Mapping[str, Any] | None = None
+        self,
+        pod: Mapping[str, Any],
+        now: datetime.datetime,
+        namespace: Mapping[str, Any] | None = None,
+        estimate: Mapping[str, float] | None = None,
     ) -> PodRequest:
-        """The pod's trimmed values and their key (the same for every replica of a workload)."""
+        """The pod's trimmed values and their key (the same for every replica of a workload, while their
+        `estimate`, when a rule reads it, is the same: None is the default fallback, the pod's requests)."""
         trimmed = trim(pod, self.pod_paths) if self.pod_paths else {}
         values: dict[str, Any] = {"pod": trimmed, "now": now}
         if self.reads_requests:
@@ -377,7 +385,9 @@ class Plan:
         if self.reads_namespace:
             view = namespace_view(pod, namespace)
             values["namespaceObject"] = trim(view, self.namespace_paths) if self.namespace_paths else view
-        parts = [trimmed, values.get("requests"), values.get("namespaceObject")]
+        if self.reads_estimate:
+            values["estimate"] = dict(estimate_or_fallback(estimate, pod))
+        parts = [trimmed, values.get("requests"), values.get("namespaceObject"), values.get("estimate")]
         key = key_of(parts)
         return PodRequest(values, key, now)
 

@@ -21,6 +21,7 @@ from rulesched.rules.book import CompiledFilter, CompiledRuleSet, CompiledScore,
 from rulesched.rules.cel import Engine
 from rulesched.rules.context import NodeContext, namespace_view, pod_requests
 from rulesched.rules.decision import Decision, FilterResult, NodeDecision, RuleError, ScoreResult
+from rulesched.rules.estimate import estimate_or_fallback
 from rulesched.rules.semantics import (
     MAX_SCORE,
     MESSAGE_MAX,
@@ -45,6 +46,7 @@ def evaluate(
     run_filters: bool = True,
     run_scores: bool = True,
     namespace: Mapping[str, Any] | None = None,
+    estimate: Mapping[str, float] | None = None,
 ) -> Decision:
     """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass.
 
@@ -60,6 +62,7 @@ def evaluate(
         "requests": engine.convert(pod_requests(pod)),
         "now": engine.convert(now or datetime.datetime.now(datetime.UTC)),
         "namespaceObject": engine.convert(namespace_view(pod, namespace)),
+        "estimate": engine.convert(dict(estimate_or_fallback(estimate, pod))),
     }
     decision = Decision(generation=book.generation, applied=[], nodes={n.name: NodeDecision(n.name) for n in nodes})
     applying = [rs for rs in book.rule_sets if applies(rs, engine, shared, decision)]

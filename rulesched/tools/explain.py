@@ -19,6 +19,7 @@ from rulesched.cluster.sources import MetricsSource
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import EngineName, make_engine
 from rulesched.rules.context import context_report
+from rulesched.rules.estimate import fallback_estimate
 from rulesched.rules.loader import load_rule_book
 from rulesched.tools.inputs import decide, file_contexts, namespace_of, read_metrics, read_namespaces, read_pods
 
@@ -57,7 +58,8 @@ def explained(
     built = file_contexts(source, on_nodes)
     contexts = built.for_objects(nodes)
     decision = decide(book, pod, nodes, source, pods=on_nodes, namespaces=known)
-    return decision.explain(pod) | context_report(pod, namespace_of(pod, known), contexts, built.custom_ages)
+    estimate = fallback_estimate(pod)  # no usage store offline: the default fallback, as a server without one
+    return decision.explain(pod) | context_report(pod, namespace_of(pod, known), contexts, built.custom_ages, estimate)
 
 
 def extender_args(

@@ -62,6 +62,8 @@ class Call:
     decision: Mapping[str, Any]
     where: str
     """`segment:line`, for messages."""
+    estimate: Mapping[str, float] | None = None
+    """The pod's `estimate` the live rules saw (None: not recorded, the fallback)."""
 
 
 @dataclass
@@ -199,6 +201,7 @@ class _SegmentReader:
                 rules=record.get("rules") or {},
                 decision=record["decision"],
                 where=where,
+                estimate=record.get("estimate"),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise RecordingError(f"{where}: a call refers to what its segment lacks ({error})") from error
@@ -209,10 +212,13 @@ class _CutShortError(Exception):
 
 
 def _node_pods(record: Mapping[str, Any], ref: str) -> NodePods:
+    recent = dict(record.get("recent") or {})
+    # A recording made before `recent.estimates` existed: the live rules then counted requests, the fallback.
+    recent.setdefault("estimates", dict(recent.get("requests") or {"cpu": 0.0, "memory": 0.0}))
     return NodePods(
         list(record.get("pods") or []),
         record.get("allocated") or {},
-        record.get("recent") or {},
+        recent,
         ref,
         frozenset(record.get("recentUids") or ()),
     )

@@ -61,6 +61,7 @@ def decided(book: RuleBook, call: Call) -> Verdict:
         run_filters=filters,
         run_scores=not filters,
         namespace=call.namespace,
+        estimate=call.estimate,
     )
     if not filters:
         return Verdict(scores={name: node.score or 0 for name, node in decision.nodes.items()})

@@ -37,6 +37,7 @@ CONTEXT_NAMES: tuple[str, ...] = (
     "pods",
     "recent",
     "namespaceObject",
+    "estimate",
 )
 """Every name an expression may read (DESIGN.md §1)."""
 

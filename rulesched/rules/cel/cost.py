@@ -109,7 +109,8 @@ INPUTS: Mapping[str, Shape] = {
     "requests": _NUMBERS,
     "now": SCALAR,
     "allocated": _NUMBERS,
-    "recent": _object(count=SCALAR, requests=_NUMBERS),
+    "recent": _object(count=SCALAR, requests=_NUMBERS, estimates=_NUMBERS),
+    "estimate": _NUMBERS,
     "pods": Shape(
         size=PODS_PER_NODE,
         item=_object(

@@ -66,6 +66,7 @@ def _declarations() -> dict[str, cel.Type]:
         "pods": cel.Type.DYN,
         "recent": cel.Type.DYN,
         "namespaceObject": cel.Type.DYN,
+        "estimate": numbers,
     }
 
 
