@@ -98,6 +98,7 @@ POD_FILTERS = [
     "estimate.samples > 0.0 || requests.cpu < 2.0",
     "!('team' in namespaceObject.metadata.labels) || namespaceObject.metadata.labels['team'] != 'ml'"
     " || (has(node.metadata.labels) && 'tier' in node.metadata.labels)",
+    "has(metrics) && has(pod) && (!has(metrics.custom) || metrics.custom[?'cpu5m'].orValue(0.0) < 0.6)",
 ]
 MESSAGES = ["", "'wants zone ' + pod.metadata.labels['zone']", "'node ' + node.metadata.name + ' lacks it'"]
 SCORES = [
@@ -376,6 +377,7 @@ LABELS = ("metadata", "labels")
         ("'a' in node.metadata.labels + m", {"node": {LABELS}}),
         ("node.metadata.labels[r'a']", {"node": {LABELS}}),
         ("has(node.spec.taints)", {"node": {("spec", "taints", PRESENT)}}),
+        ("has(node) && has(metrics) && has(node.spec)", {"node": {("spec", PRESENT)}}),
         ("node.status.conditions.exists(c, c.ready)", {"node": {("status", "conditions")}}),
         ("node.metadata.size() > 0", {"node": {("metadata",)}}),
         ("size(pod) > 1", {"pod": {()}}),

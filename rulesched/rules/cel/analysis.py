@@ -4,7 +4,8 @@ The expression is parsed with the CEL grammar (cel-python's, a LALR parser; exte
 optional syntax `x.?f`, `m[?k]`, `[?x]` and `{?k: v}` that the cpp engine accepts, so one parser serves both engines).
 Every identifier that is a context name (`pod`, `node`, ...) is a read; from it, the selections applied
 to it (`.field`, `['key']`) give the field path it reads, and what surrounds it may narrow that path
-to a key (`'zone' in labels`) or to a field's presence (`has(node.spec.taints)`).
+to a key (`'zone' in labels`) or to a field's presence (`has(node.spec.taints)`); `has(metrics)` reads
+nothing, as it is `true`.
 
 The answer is conservative: a comprehension variable that shadows a context name (`exists(node, …)`)
 counts as a read, and an expression the grammar cannot parse reads every name whole (its compilation
@@ -173,6 +174,8 @@ class _Tree:
             if node.data in _IDENTIFIERS and str(node.children[0]) in CONTEXT_NAMES:
                 token = node.children[0]
                 whole = node.data.endswith("_arg")  # `node(…)`: not a value, but count it, whole
+                if not whole and self.narrowed(node) == (PRESENT,):
+                    continue  # `has(metrics)`: `true`, reading nothing (rewrite.presence_of_names)
                 position = token.start_pos if isinstance(token, lark.Token) else None
                 yield str(token), () if whole else self.path(node), position or 0
 

@@ -7,8 +7,9 @@ parse, or an integer given to `timestamp` outside years 0001 to 9999. The error 
 position; so does a map literal with a key twice, and `sum`, `min`, `max` of a literal list of a
 type they do not take (`['a'].sum()`). A function only one engine has (`math.*`, cel-cpp's
 math extension) is refused on both, naming the engine that lacks it, so that a rule loads alike on
-either engine (docs/rules/functions.md). `has()` of a bare name (`has(metrics)`) is refused as CEL
-refuses it, with what to write instead: a name is always defined, `has()` tests a field of it.
+either engine (docs/rules/functions.md). `has()` of a context name (`has(metrics)`) is `true`
+(`rewrite.presence_of_names`); of any other bare name (a comprehension variable, a typo) it is refused
+as CEL refuses it, with what to write instead: `has()` tests a field of a map or message.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from typing import Any, cast
 
 import lark
 
-from rulesched.rules.cel import CelCompileError
+from rulesched.rules.cel import CONTEXT_NAMES, CelCompileError
 from rulesched.rules.cel.analysis import syntax_tree
 from rulesched.rules.cel.libs import cidr, ip, quantity, regex, semver, urls
 from rulesched.rules.cel.libs.times import check_duration, check_timestamp, check_unix_seconds
+from rulesched.rules.cel.rewrite import presence_of_names
 
 ONE_ENGINE_NAMESPACES: dict[str, str] = {"math": "celpy"}
 """Namespaces of functions only one engine has, and the engine that lacks them."""
@@ -52,6 +54,7 @@ def check(source: str) -> None:
     if tree is None:
         return
     found = [problem for node in tree.iter_subtrees() for problem in _problems(node)]
+    found += [(_bare_has(str(token)), token) for _, token, known in presence_of_names(tree) if not known]
     found += [problem for node in tree.find_data("map_lit") for problem in _duplicate_keys(source, node)]
     if found:
         message, token = min(found, key=lambda problem: (problem[1].line or 0, problem[1].column or 0))
@@ -61,10 +64,7 @@ def check(source: str) -> None:
 def _problems(node: lark.Tree[Any]) -> Iterator[tuple[str, lark.Token]]:
     if node.data == "ident_arg":
         name, args = str(node.children[0]), _arguments(node)
-        if name == "has" and len(args) == 1 and _bare_ident(args[0]) is not None:
-            token = cast(lark.Token, _unwrapped(args[0]).children[0])
-            yield _bare_has(str(token)), token
-        elif name == "matches" and len(args) == 2:
+        if name == "matches" and len(args) == 2:
             yield from _checked(args[1], "regular expression", regex.compiled)
         elif name == "semver" and len(args) == 2 and _bool(args[1]) is True:
             yield from _checked(args[0], "semver", semver.normalized)
@@ -88,9 +88,11 @@ def _problems(node: lark.Tree[Any]) -> Iterator[tuple[str, lark.Token]]:
 
 
 def _bare_has(name: str) -> str:
+    what = "a local variable here" if name in CONTEXT_NAMES else "not a context name"
     return (
-        f"has({name}): has() tests whether a map or message has a field, as in has({name}.field); {name} itself"
-        " is always defined, so test a field of it or drop the test (docs/rules/language.md)"
+        f"has({name}): has() tests whether a map or message has a field, as in has({name}.field); {name} is"
+        f" {what} (only a context name may be tested whole: has(metrics)), so test a field of it or drop the"
+        " test (docs/rules/language.md)"
     )
 
 

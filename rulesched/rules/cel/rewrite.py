@@ -5,7 +5,9 @@ Each rewrite is exact (the same value and the same errors) and is made from the 
 - for both engines, `l.min()`, `l.max()` and `l.sum()` (libs/lists.py), Kubernetes' format library
   (libs/formats.py), and two-variable comprehensions (`m.all(k, v, p)`, `exists`, `existsOne`,
   `transformList`, `transformMap`, `transformMapEntry`), which neither engine has, become
-  one-variable ones over `rulesched_keys(…)` (libs/comprehensions.py);
+  one-variable ones over `rulesched_keys(…)` (libs/comprehensions.py); and `has(<context name>)`
+  (`has(metrics)`) → `true`, a rulesched extension to CEL (which refuses `has()` of a bare name): the
+  context names are always defined in a rule's activation (`presence_of_names`);
 - for celpy, namespaced library functions (`sets.contains(…)` → `sets__contains(…)`), a member
   function that has a global twin (`cidr(c).ip()` → `.ip__member()`), `cel.bind(x, i, e)` →
   `[i].map(x, e)[0]`, and the optional syntax (`m[?k]`, `x.?f`, `[?o]`, `{?k: o}`) →
@@ -25,6 +27,7 @@ from typing import Any, cast
 
 import lark
 
+from rulesched.rules.cel import CONTEXT_NAMES
 from rulesched.rules.cel.analysis import syntax_tree
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.libs.comprehensions import ENTRIES, KEYS, ZIP
@@ -43,6 +46,7 @@ _WRAPPERS = frozenset(
 _TWO_VARIABLE = frozenset(
     {"all", "exists", "existsOne", "exists_one", "transformList", "transformMap", "transformMapEntry"}
 )
+_ONE_VARIABLE = frozenset({"map", "filter", "optMap", "optFlatMap"})
 
 
 def celpy_name(function: str, member: bool = False) -> str:
@@ -93,12 +97,13 @@ def _walk(tree: lark.Tree[Any]) -> Iterator[tuple[lark.Tree[Any], int]]:
 
 
 def rewritten(source: str) -> str:
-    """`source` with its two-variable comprehensions made one-variable (both engines)."""
+    """`source` with its two-variable comprehensions made one-variable and the other rewrites for both
+    engines made (the module's docstring)."""
     tree = syntax_tree(source)
     if tree is None:
         return source
     counter = itertools.count()
-    edits: list[_Edit] = []
+    edits = [_Edit(c.meta.start_pos, c.meta.end_pos, 0, "true") for c, _, known in presence_of_names(tree) if known]
     for node, depth in _walk(tree):
         if node.data == "member_dot_arg" and str(node.children[1]) in _TWO_VARIABLE:
             edits += _two_variable(node, depth, next(counter))
@@ -109,6 +114,45 @@ def rewritten(source: str) -> str:
         elif node.data == "member_dot_arg" and str(node.children[1]) in ("validate", "named"):
             edits += _format_call(node, depth, next(counter))
     return _apply(source, edits) if edits else source
+
+
+def presence_of_names(tree: lark.Tree[Any]) -> Iterator[tuple[lark.Tree[Any], lark.Token, bool]]:
+    """Every `has(<bare name>)` of `tree`: the call, the name, and whether the name is a context name
+    (always defined, so the test is `true`) rather than a local variable (of a comprehension or
+    `cel.bind`, which may shadow a context name) or an unknown name, whose test CEL refuses."""
+    pending: list[tuple[lark.Tree[Any], frozenset[str]]] = [(tree, frozenset())]
+    while pending:
+        node, local = pending.pop()
+        if node.data == "ident_arg" and str(node.children[0]) == "has" and len(args := _arguments(node)) == 1:
+            name = _bare_ident(args[0])
+            if name is not None:
+                token = _name_token(args[0])
+                yield node, token, name in CONTEXT_NAMES and name not in local
+                continue
+        inner = local | _bound(node)
+        for index, child in enumerate(node.children):
+            if isinstance(child, lark.Tree):
+                pending.append((child, local if index == 0 else inner))  # a call's receiver is outside its scope
+
+
+def _bound(node: lark.Tree[Any]) -> frozenset[str]:
+    """The local variables a macro call names for its arguments (not for its receiver, child 0)."""
+    if node.data != "member_dot_arg":
+        return frozenset()
+    method, args = str(node.children[1]), _arguments(node)
+    if method in _ONE_VARIABLE or (method == "bind" and _bare_ident(node.children[0]) == "cel"):
+        count = 1
+    elif method in _TWO_VARIABLE:
+        count = 2 if method.startswith("transform") or len(args) == 3 else 1
+    else:
+        return frozenset()
+    return frozenset(name for name in map(_bare_ident, args[:count]) if name is not None)
+
+
+def _name_token(node: Any) -> lark.Token:
+    while isinstance(node, lark.Tree) and node.data != "ident":
+        node = node.children[0]
+    return cast(lark.Token, node.children[0])
 
 
 def _format_call(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
