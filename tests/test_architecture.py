@@ -17,7 +17,9 @@ FORBIDDEN_LAYERS = {
     "rulesched.cluster": ("rulesched.extender", "rulesched.tools", "rulesched.cli"),
     # The HTTP edge does not stand on the command-line wing: a Decision explains itself.
     "rulesched.extender": ("rulesched.tools", "rulesched.cli"),
-    "rulesched.tools": ("rulesched.cli", "rulesched.extender.routes", "rulesched.extender.app"),
+    # The rule authors' tools stand beside the HTTP edge, not on it (a recording's format is shared below both).
+    "rulesched.tools": ("rulesched.cli", "rulesched.extender"),
+    "rulesched.recording_format": ("rulesched.rules", "rulesched.cluster", "rulesched.extender", "rulesched.tools"),
     # The two CEL engines never import each other; make_engine() composes them.
     "rulesched.rules.cel.cpp": ("rulesched.rules.cel.celpy_engine",),
     "rulesched.rules.cel.celpy_engine": ("rulesched.rules.cel.cpp",),
@@ -82,6 +84,69 @@ def test_module_respects_the_layers_and_library_owners(module: str, path: Path) 
         users = [i for i in found if i == library or i.startswith(library + ".")]
         if users:
             assert module.startswith(owners), f"{module} imports {library}, owned by {', '.join(owners)}"
+
+
+def graph() -> dict[str, set[str]]:
+    """Each module of the package, and the modules of the package it imports (anywhere in it, type-checking
+    and function-level imports included: a circle through any of them is still a circle)."""
+    known = {name for name, _ in MODULES}
+    return {name: (targets(path, known) - {name}) for name, path in MODULES}
+
+
+def targets(path: Path, known: set[str]) -> set[str]:
+    """The modules of `known` that `path` imports: `from package import module` is the module's import."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = {f"{node.module}.{alias.name}" for alias in node.names} & known
+            names = [alias for alias in node.names if f"{node.module}.{alias.name}" not in known]
+            found.update(modules)
+            if names and node.module in known:
+                found.add(node.module)
+    return found
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of `edges`: each strongly connected group of two modules or more (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(edges.get(module, ())):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    assert circles(graph()) == []
+
+
+def test_the_circle_check_sees_a_circle() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(edges) == [["a", "b", "c"]]
 
 
 def test_the_reference_evaluation_is_the_tests_oracle_only() -> None:

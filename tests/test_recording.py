@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rulesched.extender.recording import FORMAT, VERSION
+from rulesched.recording_format import FORMAT, VERSION
 from tests.recordings import record, settings, traffic
 from tests.rulebooks import CLASSIC, names_args, pod
 from tests.server import running

@@ -8,21 +8,17 @@ reads, so that the engine knows which results depend on the pod.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
 
 from rulesched.rules.cel import CelCompileError, Engine, Program, VariableSource
-from rulesched.rules.cel.analysis import Path, paths_of, reads
+from rulesched.rules.cel.analysis import paths_of, reads
 from rulesched.rules.cel.cost import CostEstimateError, Estimate, estimate, over_limit_message
+from rulesched.rules.compiled import CompiledCondition, CompiledFilter, CompiledRuleSet, CompiledScore, Paths
 from rulesched.rules.errors import LoadError
 from rulesched.rules.metricsource import MetricSource
 from rulesched.rules.model import Filter, MatchCondition, RuleSet, Score, Variable
-
-if TYPE_CHECKING:
-    from rulesched.rules.plan import Plan  # the plan is made from compiled rules: book.py cannot import it
-
-RuleKind = Literal["matchCondition", "variable", "filter", "score"]
+from rulesched.rules.plan import Plan
 
 _ACCEPTED: dict[str, frozenset[str]] = {
     "bool": frozenset({"bool", "dyn"}),
@@ -31,57 +27,6 @@ _ACCEPTED: dict[str, frozenset[str]] = {
     "any": frozenset(),
 }
 _MATCH_READS = frozenset({"pod", "namespaceObject", "now"})
-
-
-Paths = Mapping[str, frozenset[Path]]
-"""Per context name, the field paths an expression (with the variables it uses) reads."""
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledCondition:
-    name: str
-    program: Program
-    paths: Paths
-    cost: int = 0
-    """The estimated worst-case cost of one evaluation (docs/rules/cost.md)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledFilter:
-    name: str
-    program: Program
-    message: str
-    message_program: Program | None
-    resolvable: bool
-    ignore_errors: bool
-    enforce: bool
-    reads: frozenset[str]
-    paths: Paths
-    cost: int = 0
-    """The estimated worst-case cost of one evaluation, message included (docs/rules/cost.md)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledScore:
-    name: str
-    program: Program
-    weight: float
-    normalize: Literal["MinMax", "Clamp"]
-    enforce: bool
-    reads: frozenset[str]
-    paths: Paths
-    cost: int = 0
-    """The estimated worst-case cost of one evaluation (docs/rules/cost.md)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledRuleSet:
-    name: str
-    file: str
-    conditions: tuple[CompiledCondition, ...]
-    filters: tuple[CompiledFilter, ...]
-    scores: tuple[CompiledScore, ...]
-    source: RuleSet
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,10 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 from rulesched.rules import semantics
-from rulesched.rules.book import CompiledFilter, CompiledScore, RuleBook
+from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import Program
 from rulesched.rules.cel import deadline as cel_deadline
+from rulesched.rules.compiled import CompiledFilter, CompiledScore
 from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision, Failures, FilterResult, NodeDecision, Outcome, RuleError, ScoreResult
 from rulesched.rules.plan import (

@@ -18,8 +18,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from rulesched.rules.book import CompiledRuleSet, RuleBook, compile_rule_set
+from rulesched.rules.book import RuleBook, compile_rule_set
 from rulesched.rules.cel import Engine
+from rulesched.rules.compiled import CompiledRuleSet
 from rulesched.rules.errors import LoadError, RulesLoadFailed
 from rulesched.rules.metricsource import KIND as METRIC_SOURCE
 from rulesched.rules.metricsource import MetricSource, duplicate_names, undefined_metrics

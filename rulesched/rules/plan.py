@@ -28,9 +28,9 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from rulesched.rules.book import CompiledFilter, CompiledRuleSet, CompiledScore, Paths
 from rulesched.rules.cel import CelCompileError, Engine, Program
 from rulesched.rules.cel.analysis import Path
+from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet, CompiledScore, Paths
 from rulesched.rules.context import NodeContext, namespace_view, pod_requests
 
 PER_POD = frozenset({"pod", "requests", "now", "namespaceObject"})

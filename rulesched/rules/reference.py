@@ -17,8 +17,9 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rulesched.rules.book import CompiledFilter, CompiledRuleSet, CompiledScore, RuleBook
+from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import Engine
+from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet, CompiledScore
 from rulesched.rules.context import NodeContext, namespace_view, pod_requests
 from rulesched.rules.decision import Decision, FilterResult, NodeDecision, RuleError, ScoreResult
 from rulesched.rules.semantics import (

@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rulesched.rules.book import CompiledFilter, CompiledRuleSet
 from rulesched.rules.cel import CelEvalError, Engine, Program
+from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet
 from rulesched.rules.decision import Decision, NodeDecision, RuleError
 
 MAX_SCORE = 10

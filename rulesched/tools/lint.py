@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rulesched.rules.book import CompiledRuleSet, RuleBook
+from rulesched.rules.book import RuleBook
 from rulesched.rules.cel.analysis import reads
+from rulesched.rules.compiled import CompiledRuleSet
 from rulesched.rules.loader import Document, read_documents, rule_files
 
 NODE_DATA = frozenset({"node", "metrics", "allocatable", "pods", "allocated", "recent"})

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from rulesched.extender.recording import FORMAT, SEGMENT, VERSION
+from rulesched.recording_format import FORMAT, SEGMENT, VERSION
 from rulesched.rules.context import NodeContext, NodePods, allocatable_numbers
 
 READS = frozenset({1})

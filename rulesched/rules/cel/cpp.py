@@ -19,8 +19,9 @@ from typing import Any, ClassVar
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional
 
-from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource, dialect
+from rulesched.rules.cel import dialect
 from rulesched.rules.cel.analysis import numbers_compared_as_dyn
+from rulesched.rules.cel.base import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
 from rulesched.rules.cel.library import NOT_PLAIN, Overload, TypeName
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.rewrite import rewritten

@@ -16,8 +16,8 @@ from typing import Any, cast
 
 import lark
 
-from rulesched.rules.cel import CelCompileError
 from rulesched.rules.cel.analysis import syntax_tree
+from rulesched.rules.cel.base import CelCompileError
 from rulesched.rules.cel.libs import cidr, ip, quantity, regex, semver, urls
 from rulesched.rules.cel.libs.times import check_duration, check_timestamp
 
