@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from rulesched.rules.cel import CelCompileError, Engine, Program
 from rulesched.rules.cel.analysis import Path
 from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet, CompiledScore, Paths
-from rulesched.rules.context import NodeContext, namespace_view, pod_requests
+from rulesched.rules.context import Change, NodeContext, namespace_view, pod_requests
 
 PER_POD = frozenset({"pod", "requests", "now", "namespaceObject"})
 """Context names whose values change with the pod or the request."""
@@ -426,12 +426,13 @@ class Plan:
         if self.node_pods or previous is None:
             return None
         memo = self.memo_of.get(previous)
-        if memo is None or previous.key[:2] != node.key[:2]:
+        if memo is None:
             return None
-        if previous.key[2:3] == node.key[2:3] and previous.key[4:] == node.key[4:]:
+        change = previous.key.change(node.key)
+        if change is Change.PODS:
             self.keep(node, memo)
             return memo
-        return self.resampled(memo, node) if previous.key[3] == node.key[3] else None
+        return self.resampled(memo, node) if change is Change.SAMPLE else None
 
     def resampled(self, previous: NodeMemo, node: NodeContext) -> NodeMemo:
         """The node's memo after a new metrics sample: `previous`'s converted values, results and verdicts,
@@ -475,7 +476,8 @@ class Plan:
         node's pods changed), or one made again after a new sample that no filter reads."""
         previous = self._latest.get(node.name)
         if previous is not None and previous is not node:
-            self._hand_over(previous, node, same=self.memo_of.pop(previous, None) is memo, resampled=memo.resampled)
+            same = self.memo_of.pop(previous, None) is memo
+            self._hand_over(previous, node, Change.PODS if same else Change.SAMPLE if memo.resampled else Change.OTHER)
         remember(self._latest, node.name, node, MEMOS_KEPT)
         self.memo_of[node] = memo
         results = memo.node_only or ()
@@ -485,13 +487,14 @@ class Plan:
         while len(self.memo_of) > MEMOS_KEPT:  # `remember`, forgetting the oldest context's entries too
             oldest = next(iter(self.memo_of))
             del self.memo_of[oldest]
-            self._hand_over(oldest, oldest, same=False, resampled=False)
+            self._hand_over(oldest, oldest, Change.OTHER)
 
-    def _hand_over(self, previous: NodeContext, node: NodeContext, *, same: bool, resampled: bool) -> None:
+    def _hand_over(self, previous: NodeContext, node: NodeContext, change: Change) -> None:
         """`previous`'s entries in the tables become `node`'s where they hold for it, and go otherwise: all
-        of them for the same memo (only the node's pods changed), what reads no `metrics` for a memo made
-        again after a new sample (`resampled`), none for a memo made anew or forgotten. Raw values go
-        always: `keep` puts the node's own."""
+        of them for the same memo (`Change.PODS`: the plan reads none of the node's pods), what reads no
+        `metrics` for a memo made again after a new sample (`Change.SAMPLE`), none for a memo made anew or
+        forgotten. Raw values go always: `keep` puts the node's own."""
+        same, resampled = change is Change.PODS, change is Change.SAMPLE
         for verdicts in self.filter_tables.values():
             verdicts.move(previous, node, same or (resampled and not self.filters_read_sample))
         for verdicts in self.score_tables.values():
