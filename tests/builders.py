@@ -18,6 +18,7 @@ from rulesched.rules.context import NodeContext, NodeUsage, node_context
 from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
+from rulesched.rules.verbs import Call, Verb
 
 NOW = datetime.datetime(2026, 11, 22, 1, 0, 0, tzinfo=datetime.UTC)
 """The request time every test uses, so that `now` and `metrics.age` are reproducible."""
@@ -108,7 +109,5 @@ def load_spec(tmp_path: Path, engine: Engine, spec: str, name: str = "test") -> 
     return load_rule_book([tmp_path / "rules"], engine)
 
 
-def decide(
-    book: RuleBook, pod: Mapping[str, Any], nodes: Sequence[NodeContext], *, run_filters: bool = True
-) -> Decision:
-    return evaluate(book, pod, nodes, now=NOW, run_filters=run_filters)
+def decide(book: RuleBook, pod: Mapping[str, Any], nodes: Sequence[NodeContext], verb: Verb = Verb.EXPLAIN) -> Decision:
+    return evaluate(book, Call(pod, nodes, verb, NOW))

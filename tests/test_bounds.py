@@ -18,6 +18,7 @@ from rulesched.cli import main
 from rulesched.rules.cel import CelEvalError, Limits, make_engine
 from rulesched.rules.cel.cost import estimate
 from rulesched.rules.errors import RulesLoadFailed
+from rulesched.rules.verbs import Call, Verb
 from rulesched.settings import Settings
 from tests.builders import load_spec, make_context, make_node, make_pod, rule_set, write_rules
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, REPO, RULES
@@ -147,12 +148,12 @@ def test_past_the_deadline_rules_follow_their_failure_policy_and_nothing_is_cach
     book = load_spec(tmp_path, make_engine(engine_name), DEADLINE_SPEC)  # type: ignore[arg-type]
     nodes = [make_context(make_node(f"node-{i}")) for i in range(3)]
     pod = make_pod("web")
-    late = evaluate(book, pod, nodes, deadline=time.monotonic() - 1)
+    late = evaluate(book, Call(pod, nodes, deadline=time.monotonic() - 1))
     assert late.deadline_exceeded
     assert all(not n.passed for n in late.nodes.values())
     assert {e.rule for e in late.errors} == {"fails-closed", "fails-open"}
     assert all("deadline" in e.error for e in late.errors)
-    in_time = evaluate(book, pod, nodes, deadline=time.monotonic() + 60)
+    in_time = evaluate(book, Call(pod, nodes, deadline=time.monotonic() + 60))
     assert not in_time.deadline_exceeded
     assert all(n.passed for n in in_time.nodes.values())
     assert not in_time.errors
@@ -172,8 +173,8 @@ scores:
 """
 
 
-@pytest.mark.parametrize("filters", [True, False], ids=["filter", "prioritize"])
-def test_a_call_the_caches_answer_needs_no_evaluation_and_gets_the_same_answer(tmp_path: Path, filters: bool) -> None:
+@pytest.mark.parametrize("verb", [Verb.FILTER, Verb.PRIORITIZE], ids=["filter", "prioritize"])
+def test_a_call_the_caches_answer_needs_no_evaluation_and_gets_the_same_answer(tmp_path: Path, verb: Verb) -> None:
     from rulesched.rules.engine import evaluate
     from rulesched.rules.plan import NeedsEvaluationError, within
 
@@ -181,16 +182,14 @@ def test_a_call_the_caches_answer_needs_no_evaluation_and_gets_the_same_answer(t
     nodes = [make_context(make_node(f"node-{i}")) for i in range(3)]
     pod = make_pod("web")
     with within(0), pytest.raises(NeedsEvaluationError):
-        evaluate(book, pod, nodes, run_filters=filters, run_scores=not filters)  # nothing cached yet
-    computed = evaluate(book, pod, nodes, run_filters=filters, run_scores=not filters)
+        evaluate(book, Call(pod, nodes, verb))  # nothing cached yet
+    computed = evaluate(book, Call(pod, nodes, verb))
     with within(0):
-        looked_up = evaluate(book, pod, nodes, run_filters=filters, run_scores=not filters)
+        looked_up = evaluate(book, Call(pod, nodes, verb))
     assert looked_up.as_dict() == computed.as_dict()
     with within(0), pytest.raises(NeedsEvaluationError):
-        evaluate(
-            book, make_pod("another-pod"), nodes, run_filters=filters, run_scores=not filters
-        )  # a new pod key: its rules must run
-    assert evaluate(book, make_pod("another-pod"), nodes, run_filters=filters, run_scores=not filters).nodes
+        evaluate(book, Call(make_pod("another-pod"), nodes, verb))  # a new pod key: its rules must run
+    assert evaluate(book, Call(make_pod("another-pod"), nodes, verb)).nodes
 
 
 def test_a_message_expression_cannot_make_an_answer_of_megabytes(tmp_path: Path) -> None:
@@ -204,7 +203,7 @@ filters:
   messageExpression: "node.metadata.name + '{"m" * 3000}'"
 """
     book = load_spec(tmp_path, make_engine("cpp"), spec)
-    decision = evaluate(book, make_pod("web"), [make_context(make_node("node-1"))])
+    decision = evaluate(book, Call(make_pod("web"), [make_context(make_node("node-1"))]))
     reason = decision.nodes["node-1"].filters[0].message
     assert reason is not None
     assert len(reason) == MESSAGE_MAX

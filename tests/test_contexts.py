@@ -24,6 +24,7 @@ from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext, node_context, resource_numbers
 from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
+from rulesched.rules.verbs import Call, Verb
 from tests.builders import make_pod, rule_set, write_rules
 from tests.kubeapi import KubeAPI, wait_for
 from tests.paths import EXAMPLE_NODES
@@ -164,7 +165,7 @@ def test_a_pod_event_keeps_the_results_of_rules_that_read_no_pods(tmp_path: Path
         write_rules(directory, rule_set("r", f"filters:\n- name: f\n  expression: {expression!r}\n  message: full"))
         book = load_rule_book([directory], make_engine("cpp"))
         before = contexts.for_names(names)[0]
-        evaluate(book, make_pod(), before)
+        evaluate(book, Call(make_pod(), before))
         memo = book.plan.memo_of[before[0]]
         bound = make_pod(name="other")
         bound["metadata"]["uid"] = "uid-other"
@@ -174,7 +175,7 @@ def test_a_pod_event_keeps_the_results_of_rules_that_read_no_pods(tmp_path: Path
         assert after[1] is before[1], "a node without pod events keeps its context"
         assert after[0] is not before[0]
         assert after[0].pods.allocated["pods"] == 1.0
-        assert evaluate(book, make_pod(), after).nodes["k8s-node1"].passed
+        assert evaluate(book, Call(make_pod(), after)).nodes["k8s-node1"].passed
         assert (book.plan.memo_of[after[0]] is memo) is kept
         assert before[0] not in book.plan.memo_of, "the plan keeps one memo per node name"
 
@@ -192,7 +193,7 @@ def test_the_plan_keeps_one_memo_per_node_name(tmp_path: Path) -> None:
         bound["metadata"]["uid"] = f"uid-{i}"
         bound["spec"]["nodeName"] = names[i % 2]
         index.apply("ADDED", bound)
-        assert evaluate(book, make_pod(), contexts.for_names(names)[0]).nodes[names[i % 2]].passed
+        assert evaluate(book, Call(make_pod(), contexts.for_names(names)[0])).nodes[names[i % 2]].passed
     assert len(book.plan.memo_of) == 2
 
 
@@ -231,15 +232,14 @@ def test_a_new_metrics_sample_recomputes_exactly_what_reads_metrics(
     pod = make_pod()
     assert metrics.poll()
     before = contexts.for_names(NODES)[0]
-    evaluate(book, pod, before)
+    evaluate(book, Call(pod, before))
     old = book.plan.memo_of[before[0]]
     (old_verdict,) = [table[before[0]] for table in book.plan.filter_tables.values()]
     api.set_usage("node-a", "3", "1Gi")
     assert metrics.poll()
     after = contexts.for_names(NODES)[0]
-    for filters_run, scores_run in ((True, False), (False, True), (True, True)):
-        fast = evaluate(book, pod, after, run_filters=filters_run, run_scores=scores_run)
-        assert fast == reference.evaluate(book, pod, after, run_filters=filters_run, run_scores=scores_run)
+    for verb in (Verb.FILTER, Verb.PRIORITIZE, Verb.EXPLAIN):
+        assert evaluate(book, Call(pod, after, verb)) == reference.evaluate(book, Call(pod, after, verb))
     new = book.plan.memo_of[after[0]]
     assert after[0] is not before[0]
     assert after[0].metrics["cpu"]["usage"] == 3.0
@@ -249,4 +249,4 @@ def test_a_new_metrics_sample_recomputes_exactly_what_reads_metrics(
     assert (new.node_only[-1].raw, old.node_only[-1].raw) == (-3.0, -0.25), "the score reading metrics did not run"
     (new_verdict,) = [table[after[0]] for table in book.plan.filter_tables.values()]
     assert (new_verdict is old_verdict) is (filters == LABELLED), "filter verdicts taken over only when they hold"
-    assert evaluate(book, pod, after, run_scores=False).nodes["node-a"].passed is (filters == LABELLED)
+    assert evaluate(book, Call(pod, after, Verb.FILTER)).nodes["node-a"].passed is (filters == LABELLED)

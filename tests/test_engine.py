@@ -18,6 +18,7 @@ from rulesched.rules.context import NodeUsage, pod_requests
 from rulesched.rules.decision import Decision, FilterResult, NodeDecision, RuleError, ScoreResult
 from rulesched.rules.errors import RulesLoadFailed
 from rulesched.rules.loader import load_rule_book
+from rulesched.rules.verbs import Verb
 from tests.builders import (
     decide,
     load_spec,
@@ -565,7 +566,7 @@ def test_scores_are_computed_over_passing_nodes_only(tmp_path: Path, engine: Eng
     assert {n.name: n.score for n in decision.nodes.values()} == {"n0": 0, "n1": 10, "n2": None}
     assert decision.nodes["n2"].scores == []
     assert [(n.name, n.score) for n in decision.ranking()] == [("n1", 10), ("n0", 0)]
-    unfiltered = decide(book, make_pod(), [make_context(n) for n in nodes], run_filters=False)
+    unfiltered = decide(book, make_pod(), [make_context(n) for n in nodes], Verb.PRIORITIZE)
     assert {n.name: n.score for n in unfiltered.nodes.values()} == {"n0": 0, "n1": 1, "n2": 10}
 
 

@@ -24,6 +24,7 @@ from rulesched.rules.context import NodeContext, NodePods, NodeUsage, node_conte
 from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
 from rulesched.rules.plan import trim
+from rulesched.rules.verbs import Call, Verb
 from tests.builders import NOW, make_pod, make_usage, rule_set, write_rules
 
 VARIABLES = """\
@@ -259,12 +260,12 @@ def run_calls(tmp_path: Path, engine: Engine, seed: int, calls: int, size: int =
             book = load(tmp_path, engine, documents, book.generation + 1)
         pod = workload_pod(rng, rng.randint(0, 3), rng.randint(0, 1000))
         now = NOW + datetime.timedelta(seconds=rng.choice([0, 0, 30]))
-        run_filters, run_scores = rng.choice([(True, False), (False, True), (True, True)])
+        verb = rng.choice([Verb.FILTER, Verb.PRIORITIZE, Verb.EXPLAIN])
         nodes = cluster.candidates()
         namespace = random_namespace(random.Random(pod["metadata"]["namespace"] + str(book.generation)), pod)
-        options: dict[str, Any] = {"run_filters": run_filters, "run_scores": run_scores, "namespace": namespace}
-        fast = evaluate(book, pod, nodes, now=now, **options)
-        plain = reference.evaluate(book, pod, nodes, now=now, **options)
+        asked = Call(pod, nodes, verb, now, namespace=namespace)
+        fast = evaluate(book, asked)
+        plain = reference.evaluate(book, asked)
         if rng.random() < 0.5:  # as the extender answers filter: the outcome first, then rejections are counted
             assert fast.outcome() == plain.outcome(), f"seed {seed}, call {call}"
         assert fast.as_dict() == plain.as_dict(), f"seed {seed}, call {call}"
@@ -292,9 +293,9 @@ def test_repeated_node_names_are_evaluated_once_as_by_the_reference(tmp_path: Pa
     node = node_context(random_node(random.Random(1), 1, 7), None, now=NOW)
     other = node_context(random_node(random.Random(1), 2, 7), None, now=NOW)
     pod = workload_pod(random.Random(2), 1, 1)
-    fast = evaluate(book, pod, [node, other, node], now=NOW)
-    assert fast.as_dict() == reference.evaluate(book, pod, [node, other, node], now=NOW).as_dict()
-    assert fast.as_dict() == evaluate(book, pod, [node, other], now=NOW).as_dict()
+    fast = evaluate(book, Call(pod, [node, other, node], now=NOW))
+    assert fast.as_dict() == reference.evaluate(book, Call(pod, [node, other, node], now=NOW)).as_dict()
+    assert fast.as_dict() == evaluate(book, Call(pod, [node, other], now=NOW)).as_dict()
 
 
 LABELS = ("metadata", "labels")

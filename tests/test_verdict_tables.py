@@ -20,6 +20,7 @@ from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision, NodeDecision, RuleError
 from rulesched.rules.engine import evaluate
 from rulesched.rules.plan import NeedsEvaluationError, Verdicts, within
+from rulesched.rules.verbs import Call, Verb
 from tests.builders import NOW, load_spec, make_context, make_node, make_pod
 
 
@@ -65,9 +66,10 @@ def test_prioritize_ranges_over_infinite_values_and_nodes_without_one_are_the_re
     book = load_spec(tmp_path, make_engine("cpp"), INFINITE_SPEC)
     nodes = [make_context(make_node(name)) for name in names]
     pod = make_pod("web")
-    expected = reference.evaluate(book, pod, nodes, now=NOW, run_filters=False)
+    call = Call(pod, nodes, Verb.PRIORITIZE, NOW)
+    expected = reference.evaluate(book, call)
     for _ in range(2):  # computed, then from the tables
-        assert evaluate(book, pod, nodes, now=NOW, run_filters=False) == expected
+        assert evaluate(book, call) == expected
 
 
 LOOP_SPEC = """
@@ -85,18 +87,18 @@ scores:
 """
 
 
-@pytest.mark.parametrize("filters", [True, False], ids=["filter", "prioritize"])
+@pytest.mark.parametrize("verb", [Verb.FILTER, Verb.PRIORITIZE], ids=["filter", "prioritize"])
 def test_a_new_pod_over_cheap_rules_is_evaluated_within_the_loop_budget_and_a_costly_call_is_not(
-    tmp_path: Path, filters: bool
+    tmp_path: Path, verb: Verb
 ) -> None:
     book = load_spec(tmp_path, make_engine("cpp"), LOOP_SPEC)
     nodes = [make_context(make_node(f"node-{i}")) for i in range(50)]
 
     def fast(pod: dict[str, Any], candidates: list[NodeContext]) -> Decision:
-        return evaluate(book, pod, candidates, now=NOW, run_filters=filters, run_scores=not filters)
+        return evaluate(book, Call(pod, candidates, verb, NOW))
 
     def plain(pod: dict[str, Any]) -> Decision:
-        return reference.evaluate(book, pod, nodes, now=NOW, run_filters=filters, run_scores=not filters)
+        return reference.evaluate(book, Call(pod, nodes, verb, NOW))
 
     fast(make_pod("first"), nodes)  # the nodes' memos made
     pod = make_pod("second", labels={"app": "node-3"})  # a pod key never seen: its rules must run

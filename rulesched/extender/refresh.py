@@ -27,6 +27,7 @@ from rulesched.extender.metrics import Metrics
 from rulesched.extender.routes import Extender
 from rulesched.rules.engine import evaluate, prepare
 from rulesched.rules.plan import NeedsEvaluationError, within
+from rulesched.rules.verbs import Call, Verb
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +104,8 @@ class Refresher:
             return
         try:
             with within(extender.settings.loop_work):
-                evaluate(extender.book(), pod, found, run_filters=False, distinct=True, names=names,
-                         namespace=extender.namespace(pod))  # fmt: skip
+                call = Call(pod, found, Verb.PRIORITIZE, namespace=extender.namespace(pod), distinct=True, names=names)
+                evaluate(extender.book(), call)
         except NeedsEvaluationError:
             return  # more than a request may do on the loop: the next call computes its own
         if self.metrics is not None:

@@ -44,6 +44,7 @@ from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
 from rulesched.rules.plan import NeedsEvaluationError, within
 from rulesched.rules.store import RuleStore
+from rulesched.rules.verbs import Call, Verb
 from rulesched.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -114,38 +115,12 @@ class Extender:
         """The deadline of a request that starts now, as a `time.monotonic()` value."""
         return time.monotonic() + self.settings.request_deadline
 
-    async def evaluate(
-        self,
-        book: RuleBook,
-        pod: Mapping[str, Any],
-        contexts: Sequence[NodeContext],
-        deadline: float,
-        *,
-        now: datetime.datetime | None = None,
-        names: Sequence[str] | None = None,
-        **kinds: bool,
-    ) -> Decision:
-        """`engine.evaluate`, cut short at `deadline`; `kinds`: run_filters, run_scores, distinct; `names`: the
-        contexts' names in their order (the request's); `now` the time the rules see (the current time by
-        default). A call the caches answer (a replica, say), or that needs little evaluation (`--loop-work`,
-        from the rules' estimated costs: a new pod over cheap rules), is answered here; any other runs in the
-        evaluation thread. Evaluations never overlap: the caches are not shared between threads."""
-        filters, scores = kinds.get("run_filters", True), kinds.get("run_scores", True)
-        distinct = kinds.get("distinct", False)
-        namespace = self.namespace(pod)
-        work = functools.partial(
-            evaluate,
-            book,
-            pod,
-            contexts,
-            now=now,
-            run_filters=filters,
-            run_scores=scores,
-            deadline=deadline,
-            namespace=namespace,
-            distinct=distinct,
-            names=names,
-        )
+    async def evaluate(self, book: RuleBook, call: Call) -> Decision:
+        """`engine.evaluate` of the call, cut short at its deadline. A call the caches answer (a replica, say), or
+        that needs little evaluation (`--loop-work`, from the rules' estimated costs: a new pod over cheap rules),
+        is answered here; any other runs in the evaluation thread. Evaluations never overlap: the caches are not
+        shared between threads."""
+        work = functools.partial(evaluate, book, call)
         if not self.evaluating:
             try:
                 with within(self.settings.loop_work):
@@ -429,6 +404,15 @@ def _now(extender: Extender) -> datetime.datetime | None:
 
 
 async def filter_verb(extender: Extender, request: Request) -> Response:
+    return await _decide(extender, request, Verb.FILTER)
+
+
+async def prioritize_verb(extender: Extender, request: Request) -> Response:
+    return await _decide(extender, request, Verb.PRIORITIZE)
+
+
+async def _decide(extender: Extender, request: Request, verb: Verb) -> Response:
+    """A filter or prioritize call: read, evaluated, answered; what follows the answer is handed on."""
     deadline = extender.deadline()
     body = await extender.body(request)
     with _Answering(extender), _NoCollection() as resume_after:
@@ -439,54 +423,47 @@ async def filter_verb(extender: Extender, request: Request) -> Response:
         extender.forget(args.pod)
         contexts, unknown = await extender.candidates(args, garbage)
         names = args.node_names if not unknown else None  # the request's: they make the answer
-        decision = await extender.evaluate(
-            book, args.pod, contexts, deadline, now=now, names=names, run_scores=False, distinct=True
-        )
-        passed, failed, unresolvable = decision.outcome()  # in candidate order: the order of the request
-        if unknown:
-            unresolvable.update(unknown)
-        if args.nodes is not None:
-            answer = wire.filter_result(args.passing(set(passed)), None, failed, unresolvable)
+        call = Call(args.pod, contexts, verb, now, deadline, extender.namespace(args.pod), True, names)
+        decision = await extender.evaluate(book, call)
+        if verb is Verb.FILTER:
+            (response, passed), reserve = _filtered(args, unknown, decision), None
         else:
-            answer = wire.filter_result(None, passed, failed, unresolvable)
+            response, passed, reserve = _prioritized(extender, args, unknown, decision)
         seconds = time.perf_counter() - started
         observe = functools.partial(
-            extender.observer.decision, "filter", args.pod, decision, len(args.names), seconds, passed=len(passed)
+            extender.observer.decision, verb, args.pod, decision, len(args.names), seconds, passed=passed
         )
-        then = extender.answered("filter", args, (now, book), (contexts, unknown, decision)) if now else None
-        return resume_after(json_response(answer), garbage, observe, then)
-
-
-async def prioritize_verb(extender: Extender, request: Request) -> Response:
-    deadline = extender.deadline()
-    body = await extender.body(request)
-    with _Answering(extender), _NoCollection() as resume_after:
-        args = extender.args(body)
-        started = time.perf_counter()
-        book, now = extender.book(), _now(extender)
-        garbage: list[object] = [args]
-        extender.forget(args.pod)
-        contexts, unknown = await extender.candidates(args, garbage)
-        decision = await extender.evaluate(
-            book, args.pod, contexts, deadline, now=now, names=None if unknown else args.node_names,
-            run_filters=False, distinct=True,
-        )  # fmt: skip
-        names = decision.names
-        if args.node_names is not None and not unknown:
-            extender.last_prioritize = (args.pod, args.node_names)
-        if len(names) == len(args.names):  # every candidate evaluated, in the request's order
-            response = _encoded(wire.host_priorities(names, decision.verdicts))
-        else:
-            found = dict(zip(names, decision.scores(), strict=True))
-            response = json_response(wire.host_priority_list({name: found.get(name, 0) for name in args.names}))
-        # Done once the answer is sent, before any other call is read (the event loop does nothing between).
-        reserve = functools.partial(extender.reserve, args.pod, decision) if extender.cluster.pods else None
-        seconds = time.perf_counter() - started
-        observe = functools.partial(
-            extender.observer.decision, "prioritize", args.pod, decision, len(args.names), seconds, passed=len(names)
-        )
-        then = extender.answered("prioritize", args, (now, book), (contexts, unknown, decision)) if now else None
+        then = extender.answered(verb, args, (now, book), (contexts, unknown, decision)) if now else None
         return resume_after(response, garbage, reserve, observe, then)
+
+
+def _filtered(args: wire.ExtenderArgs, unknown: Mapping[str, str], decision: Decision) -> tuple[Response, int]:
+    """The answer to a filter call (the nodes that pass, and why each other does not), and how many pass."""
+    passed, failed, unresolvable = decision.outcome()  # in candidate order: the order of the request
+    if unknown:
+        unresolvable.update(unknown)
+    if args.nodes is not None:
+        answer = wire.filter_result(args.passing(set(passed)), None, failed, unresolvable)
+    else:
+        answer = wire.filter_result(None, passed, failed, unresolvable)
+    return json_response(answer), len(passed)
+
+
+def _prioritized(
+    extender: Extender, args: wire.ExtenderArgs, unknown: Mapping[str, str], decision: Decision
+) -> tuple[Response, int, Callable[[], None] | None]:
+    """The answer to a prioritize call, how many nodes it scored, and the step that counts the pod on the node
+    ranked first once the answer is sent (before any other call is read: the event loop does nothing between)."""
+    names = decision.names
+    if args.node_names is not None and not unknown:
+        extender.last_prioritize = (args.pod, args.node_names)
+    if len(names) == len(args.names):  # every candidate evaluated, in the request's order
+        response = _encoded(wire.host_priorities(names, decision.verdicts))
+    else:
+        found = dict(zip(names, decision.scores(), strict=True))
+        response = json_response(wire.host_priority_list({name: found.get(name, 0) for name in args.names}))
+    reserve = functools.partial(extender.reserve, args.pod, decision) if extender.cluster.pods else None
+    return response, len(names), reserve
 
 
 async def preempt_verb(extender: Extender, request: Request) -> Response:
@@ -494,7 +471,9 @@ async def preempt_verb(extender: Extender, request: Request) -> Response:
     args = wire.ExtenderPreemptionArgs.parse(await extender.body(request), extender.settings.max_candidates)
     book = extender.book()
     contexts = await extender.in_evaluator(len(args.victims), lambda: extender.preempt_contexts(args.victims))
-    decision = await extender.evaluate(book, args.pod, contexts, deadline, run_scores=False)
+    decision = await extender.evaluate(
+        book, Call(args.pod, contexts, Verb.PREEMPT, None, deadline, extender.namespace(args.pod))
+    )
     kept = {name: v for name, v in args.victims.items() if name in decision.nodes and decision.nodes[name].passed}
     return json_response(wire.preemption_result(kept))
 
@@ -524,7 +503,9 @@ async def explain_verb(extender: Extender, request: Request) -> Response:
     contexts, unknown = await extender.candidates(args)
     now = datetime.datetime.now(datetime.UTC)
     book = extender.book()
-    decision = await extender.evaluate(book, args.pod, contexts, deadline, now=now)
+    decision = await extender.evaluate(
+        book, Call(args.pod, contexts, Verb.EXPLAIN, now, deadline, extender.namespace(args.pod))
+    )
     if extender.shadow is not None and book_name == "shadow":
         answered = Answered("explain", args.nodes is not None, args.pod, contexts, unknown, None, now, book, decision)
         try:

@@ -31,6 +31,7 @@ from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision
 from rulesched.rules.engine import evaluate
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
+from rulesched.rules.verbs import Call, Verb
 
 log = logging.getLogger("rulesched.decision")
 
@@ -111,15 +112,9 @@ class Shadow:
 
     def _evaluate(self, book: RuleBook, verb: str, answered: Answered, contexts: Sequence[NodeContext]) -> Decision:
         """The shadow decision of the call, in this thread, on the live call's node contexts."""
+        deadline = time.monotonic() + self.deadline
         return evaluate(
-            book,
-            answered.pod,
-            contexts,
-            now=answered.now,
-            run_filters=verb != "prioritize",
-            run_scores=verb != "filter",
-            deadline=time.monotonic() + self.deadline,
-            namespace=answered.namespace,
+            book, Call(answered.pod, contexts, Verb.named(verb), answered.now, deadline, answered.namespace)
         )
 
     async def explain(self, answered: Answered) -> Decision:

@@ -47,6 +47,7 @@ from rulesched.rules.plan import (
     remember,
     work,
 )
+from rulesched.rules.verbs import Call, Verb
 
 MAX_SCORE = semantics.MAX_SCORE
 
@@ -64,31 +65,16 @@ class ScoreOutcome(NamedTuple):
     error: str | None
 
 
-def evaluate(
-    book: RuleBook,
-    pod: Mapping[str, Any],
-    nodes: Sequence[NodeContext],
-    *,
-    now: datetime.datetime | None = None,
-    run_filters: bool = True,
-    run_scores: bool = True,
-    deadline: float | None = None,
-    namespace: Mapping[str, Any] | None = None,
-    distinct: bool = False,
-    names: Sequence[str] | None = None,
-) -> Decision:
-    """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass.
-    `namespace` is the pod's Namespace object (`namespaceObject`), None when not known; `distinct` says
-    that no two of `nodes` have the same name (else a repeated one is evaluated once); `names`, when given, are
-    the nodes' names in their order (the request's own: the answer is made of them).
+def evaluate(book: RuleBook, call: Call) -> Decision:
+    """Evaluate `book` for the call's pod over its nodes: what its verb runs (scores over the nodes that pass).
 
-    Past `deadline` (a `time.monotonic()` value), every rule not yet evaluated fails with the deadline's
-    error and follows its failurePolicy; the Decision says so, and the plan's caches are dropped, so that
-    no result of this request is reused."""
-    request = book.plan.request(pod, now or datetime.datetime.now(datetime.UTC), namespace)
-    with cel_deadline(deadline) as expiry:
+    Past the call's deadline, every rule not yet evaluated fails with the deadline's error and follows its
+    failurePolicy; the Decision says so, and the plan's caches are dropped, so that no result of this call
+    is reused."""
+    request = book.plan.request(call.pod, call.now or datetime.datetime.now(datetime.UTC), call.namespace)
+    with cel_deadline(call.deadline) as expiry:
         evaluation = Evaluation(book, request)
-        decision = evaluation.run(nodes, filters=run_filters, scores=run_scores, distinct=distinct, names=names)
+        decision = evaluation.run(call.nodes, call.verb, call.distinct, call.names)
     if expiry.expired:
         decision.deadline_exceeded = True
         book.plan.reset()
@@ -141,15 +127,11 @@ class Evaluation:
         self.decision = Decision(generation=book.generation, applied=[])
 
     def run(
-        self,
-        nodes: Sequence[NodeContext],
-        *,
-        filters: bool,
-        scores: bool,
-        distinct: bool = False,
-        names: Sequence[str] | None = None,
+        self, nodes: Sequence[NodeContext], verb: Verb, distinct: bool = False, names: Sequence[str] | None = None
     ) -> Decision:
+        """The Decision over `nodes` of what `verb` runs; `distinct` and `names` as in `Call`."""
         plan, decision = self.plan, self.decision
+        filters, scores = verb.filters, verb.scores
         applying, decision.applied = self.applying()
         score_rules = [r for i in applying for r in plan.scores[i]] if scores else []
         # The request's names are its own, kept as they are (nothing changes them).
@@ -171,7 +153,7 @@ class Evaluation:
             first: dict[str, NodeContext] = {}
             for node in nodes:
                 first.setdefault(node.name, node)
-            return Evaluation(self.book, self.request).run(list(first.values()), filters=filters, scores=scores)
+            return Evaluation(self.book, self.request).run(list(first.values()), verb)
         if filters and scores:
             work()
             passing = [nodes[i] for i, v in enumerate(verdicts) if v.passed]

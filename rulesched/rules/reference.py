@@ -33,26 +33,18 @@ from rulesched.rules.semantics import (
     reject,
     round_score,
 )
+from rulesched.rules.verbs import Call
 
 __all__ = ["MAX_SCORE", "MESSAGE_MAX", "evaluate", "normalize", "round_score"]
 
 
-def evaluate(
-    book: RuleBook,
-    pod: Mapping[str, Any],
-    nodes: Sequence[NodeContext],
-    *,
-    now: datetime.datetime | None = None,
-    run_filters: bool = True,
-    run_scores: bool = True,
-    namespace: Mapping[str, Any] | None = None,
-) -> Decision:
-    """Evaluate `book` for `pod` over `nodes`. Scores are computed over the nodes that pass.
+def evaluate(book: RuleBook, call: Call) -> Decision:
+    """Evaluate `book` for the call's pod over its nodes: what its verb runs (scores over the nodes that pass).
 
-    `namespace` is the pod's Namespace object (`namespaceObject`), None when not known. A node named
-    twice is evaluated once, as its first occurrence."""
+    A node named twice is evaluated once, as its first occurrence; the call's deadline is not kept."""
+    pod, now, namespace = call.pod, call.now, call.namespace
     distinct: dict[str, NodeContext] = {}
-    for node in nodes:
+    for node in call.nodes:
         distinct.setdefault(node.name, node)
     nodes = list(distinct.values())
     engine = book.engine
@@ -66,11 +58,11 @@ def evaluate(
     applying = [rs for rs in book.rule_sets if applies(rs, engine, shared, decision)]
     decision.applied = [rs.name for rs in applying]
     bindings = [engine.bindings({**shared, **_node_values(engine, n)}) for n in nodes]
-    if run_filters:
+    if call.verb.filters:
         for rule_set in applying:
             for rule in rule_set.filters:
                 _filter(rule_set.name, rule, nodes, bindings, decision)
-    if run_scores:
+    if call.verb.scores:
         passing = [i for i, n in enumerate(nodes) if decision.nodes[n.name].passed]
         _score_all(applying, [nodes[i] for i in passing], [bindings[i] for i in passing], decision)
     return decision
