@@ -24,6 +24,7 @@ from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext, node_context, resource_numbers
 from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
+from rulesched.rules.outcomes import ScoreOutcome
 from rulesched.rules.verbs import Call, Verb
 from tests.builders import make_pod, rule_set, write_rules
 from tests.kubeapi import KubeAPI, wait_for
@@ -246,7 +247,10 @@ def test_a_new_metrics_sample_recomputes_exactly_what_reads_metrics(
     assert new.values["node"] is old.values["node"], "the node was converted again"
     assert new.node_only is not None
     assert old.node_only is not None
-    assert (new.node_only[-1].raw, old.node_only[-1].raw) == (-3.0, -0.25), "the score reading metrics did not run"
+    new_score, old_score = new.node_only[-1], old.node_only[-1]
+    assert isinstance(new_score, ScoreOutcome)
+    assert isinstance(old_score, ScoreOutcome)
+    assert (new_score.raw, old_score.raw) == (-3.0, -0.25), "the score reading metrics did not run"
     (new_verdict,) = [table[after[0]] for table in book.plan.filter_tables.values()]
     assert (new_verdict is old_verdict) is (filters == LABELLED), "filter verdicts taken over only when they hold"
     assert evaluate(book, Call(pod, after, Verb.FILTER)).nodes["node-a"].passed is (filters == LABELLED)

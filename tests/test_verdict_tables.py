@@ -19,6 +19,7 @@ from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision, NodeDecision, RuleError
 from rulesched.rules.engine import evaluate
+from rulesched.rules.outcomes import Kind, Made, PositionedError
 from rulesched.rules.plan import NeedsEvaluationError, Verdicts, within
 from rulesched.rules.verbs import Call, Verb
 from tests.builders import NOW, load_spec, make_context, make_node, make_pod
@@ -30,7 +31,7 @@ def test_the_failed_filters_of_verdicts_no_node_has_any_more_are_forgotten() -> 
     for round_ in range(500):  # the node fails a new way each time (a rule error names it, say)
         verdict = NodeDecision("", passed=False, reason=f"reason {round_}")
         table.move(node, node, False)
-        table.put_all([node], [verdict], [(0, (verdict, (), frozenset({("rs", f"rule-{round_}", True)})))])
+        table.put_all([node], [verdict], [Kind(0, Made(verdict, (), frozenset({("rs", f"rule-{round_}", True)})))])
         assert len(table.failed) <= 2 * len(table) + 65
     assert table[node].reason == "reason 499"
 
@@ -39,8 +40,8 @@ def test_a_replaced_node_context_takes_its_verdict_and_errors_along_only_when_th
     table = Verdicts()
     old, new, newer = (make_context(make_node("node-a", labels={"v": str(v)})) for v in range(3))
     verdict = NodeDecision("", passed=False, reason="no")
-    errors = ((0, RuleError("rs", "rule", "node-a", "boom")),)
-    table.put_all([old], [verdict], [(0, (verdict, errors, frozenset()))])
+    errors = (PositionedError(0, RuleError("rs", "rule", "node-a", "boom")),)
+    table.put_all([old], [verdict], [Kind(0, Made(verdict, errors, frozenset()))])
     table.move(old, new, True)
     assert (old in table, table[new], table.errors) == (False, verdict, {new: errors})
     table.move(new, newer, False)

@@ -19,7 +19,7 @@ import operator
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from operator import attrgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from rulesched.rules import semantics
 from rulesched.rules.book import RuleBook
@@ -28,15 +28,24 @@ from rulesched.rules.cel import deadline as cel_deadline
 from rulesched.rules.compiled import CompiledFilter, CompiledScore
 from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision, Failures, FilterResult, NodeDecision, Outcome, RuleError, ScoreResult
+from rulesched.rules.outcomes import (
+    NONE_FAILED,
+    Applying,
+    Errors,
+    FailedVerdict,
+    FilterOutcome,
+    Kind,
+    Made,
+    NodeOutcome,
+    PositionedError,
+    ScoreOutcome,
+)
 from rulesched.rules.plan import (
     APPLYING_KEPT,
     NODE_MEMO_KEPT,
     WORK_NODE,
     WORK_POD,
     WORK_PROJECTION,
-    Errors,
-    Failed,
-    Kind,
     NodeMemo,
     Plan,
     PodRequest,
@@ -50,19 +59,6 @@ from rulesched.rules.plan import (
 from rulesched.rules.verbs import Call, Verb
 
 MAX_SCORE = semantics.MAX_SCORE
-
-
-class FilterOutcome(NamedTuple):
-    """One filter on one node: what the Decision records, and the reason when it rejects."""
-
-    result: FilterResult
-    reason: str | None
-    error: RuleError | None
-
-
-class ScoreOutcome(NamedTuple):
-    raw: float | None
-    error: str | None
 
 
 def evaluate(book: RuleBook, call: Call) -> Decision:
@@ -173,11 +169,10 @@ class Evaluation:
             probe = Decision(generation=0, applied=[])
             indices = [i for i, rs in enumerate(plan.rule_sets) if semantics.applies(rs, engine, shared, probe)]
             names = [plan.rule_sets[i].name for i in indices]
-            found = remember(plan.applying, key, (tuple(indices), names, probe.errors), APPLYING_KEPT)
-        indices, names, errors = found
-        if errors:
-            self.decision.errors.extend(errors)
-        return indices, list(names)
+            found = remember(plan.applying, key, Applying(tuple(indices), names, probe.errors), APPLYING_KEPT)
+        if found.errors:
+            self.decision.errors.extend(found.errors)
+        return found.indices, list(found.names)
 
     def filter(self, applying: Sequence[int], nodes: Sequence[NodeContext], *, private: bool) -> list[NodeDecision]:
         """Each node's verdict, reused from the node's memo when the same rules ran for the same pod key.
@@ -214,7 +209,7 @@ class Evaluation:
         nodes, memos = candidates
         if not rules:
             alone = _verdict(self.plan, rules, ())
-            return [alone[0]] * len(nodes), [(0, alone)]
+            return [alone.verdict] * len(nodes), [Kind(0, alone)]
         # Nodes with the same outcomes get the same verdict (no name in it: nodes share it), made once. The
         # node-only filters' outcomes of a node are named by its signature, kept by the plan.
         slots = tuple(rule.slot for rule in rules if not rule.per_pod)
@@ -225,11 +220,11 @@ class Evaluation:
             keys = list(zip(signatures, *[list(map(id, column)) for column in columns.values()], strict=True))
 
         def outcomes(i: int) -> list[FilterOutcome]:
-            results = memos[i].node_only or ()
-            return [columns[r.position][i] if r.per_pod else results[r.slot] for r in rules]
+            results = memos[i].node_only or ()  # a filter's slots hold filter outcomes
+            return [columns[r.position][i] if r.per_pod else cast(FilterOutcome, results[r.slot]) for r in rules]
 
-        made = {key: (i, _verdict(self.plan, rules, outcomes(i))) for key, i in _firsts(keys)}
-        verdicts = {key: built[0] for key, (_, built) in made.items()}
+        made = {key: Kind(i, _verdict(self.plan, rules, outcomes(i))) for key, i in _firsts(keys)}
+        verdicts = {key: kind.made.verdict for key, kind in made.items()}
         return list(map(verdicts.__getitem__, keys)), list(made.values())
 
     def per_pod_filter(self, rule: Rule, candidates: Candidates) -> list[FilterOutcome]:
@@ -378,7 +373,7 @@ class Evaluation:
         memos = candidates.memos
         if not rule.per_pod:
             return list(map(operator.itemgetter(rule.slot), map(_NODE_ONLY, memos)))
-        key: Hashable = (rule.position, self.request.rule_key(rule))
+        key = (rule.position, self.request.rule_key(rule))
         found: list[ScoreOutcome | None] = [m.per_pod.get(key) for m in memos]
         missing = [i for i, hit in enumerate(found) if hit is None]
         if missing:
@@ -427,7 +422,7 @@ def _node_only(plan: Plan, candidates: Candidates) -> None:
                 _complete(memos[i], rules, [column[row] for column in columns])
 
 
-def _complete(memo: NodeMemo, rules: Sequence[Rule], results: list[Any]) -> None:
+def _complete(memo: NodeMemo, rules: Sequence[Rule], results: list[NodeOutcome]) -> None:
     """Put the node-only `results` of `rules` in `memo`: all of them, or those a new sample made again."""
     carried = memo.carried
     if carried is None:
@@ -435,7 +430,7 @@ def _complete(memo: NodeMemo, rules: Sequence[Rule], results: list[Any]) -> None
         return
     for rule, result in zip(rules, results, strict=True):
         carried[rule.slot] = result
-    memo.node_only, memo.carried = carried, None
+    memo.node_only, memo.carried = cast(list[NodeOutcome], carried), None  # every None replaced
 
 
 def _node_only_column(plan: Plan, rule: Rule, names: Sequence[str], bindings: Sequence[Any]) -> Sequence[Any]:
@@ -498,11 +493,6 @@ def _score_outcome(result: Any) -> ScoreOutcome:
     return ScoreOutcome(None if error else float(result), error)
 
 
-_NONE_FAILED: Failed = frozenset()
-
-Cached = tuple[NodeDecision, Errors, Failed]
-"""A verdict as made, with its errors by rule position and the (rule set, rule, enforced) of each filter
-that returned false, which `Decision.failures` counts (interned, `Plan.interned`): kept in `Verdicts`."""
 _RAW = attrgetter("raw")
 _ERROR = attrgetter("error")
 _SCORES = attrgetter("scores")
@@ -542,7 +532,7 @@ def _collected(
     found: Sequence[NodeDecision],
     nodes: Sequence[NodeContext],
     errors_of: Mapping[NodeContext, Errors],
-    kinds: list[Any],
+    kinds: list[FailedVerdict],
     rejecting: list[NodeDecision] | None,
 ) -> tuple[list[RuleError], Failures]:
     """The errors of `nodes` (from `errors_of`), added rule by rule, node by node (the reference's order), and
@@ -584,10 +574,12 @@ def _error_kinds(
         return []
     position = {(rule.rule_set, rule.compiled.name): rule.position for rule in rules}
     index = {node.name: i for i, node in enumerate(nodes)}
-    by_node: dict[int, list[tuple[int, RuleError]]] = {}
+    by_node: dict[int, list[PositionedError]] = {}
     for error in errors:
-        by_node.setdefault(index[error.node or ""], []).append((position[error.rule_set, error.rule], error))
-    return [(i, (verdicts[i], tuple(found), _NONE_FAILED)) for i, found in by_node.items()]
+        by_node.setdefault(index[error.node or ""], []).append(
+            PositionedError(position[error.rule_set, error.rule], error)
+        )
+    return [Kind(i, Made(verdicts[i], tuple(found), NONE_FAILED)) for i, found in by_node.items()]
 
 
 def _firsts(keys: Sequence[Hashable]) -> Iterable[tuple[Hashable, int]]:
@@ -595,7 +587,7 @@ def _firsts(keys: Sequence[Hashable]) -> Iterable[tuple[Hashable, int]]:
     return dict(zip(keys, range(len(keys)), strict=True)).items()
 
 
-def _verdict(plan: Plan, rules: Sequence[Rule], outcomes: Sequence[FilterOutcome]) -> Cached:
+def _verdict(plan: Plan, rules: Sequence[Rule], outcomes: Sequence[FilterOutcome]) -> Made:
     """A verdict from filters' outcomes, with its errors and its failed rules (interned): shared by every node
     with those outcomes, so it names none (`Decision` knows the names)."""
     verdict = NodeDecision("")
@@ -606,9 +598,9 @@ def _verdict(plan: Plan, rules: Sequence[Rule], outcomes: Sequence[FilterOutcome
             assert isinstance(rule.compiled, CompiledFilter)
             semantics.reject(verdict, outcome.reason, rule.compiled.resolvable)
         if outcome.error is not None:
-            errors.append((rule.position, outcome.error))
+            errors.append(PositionedError(rule.position, outcome.error))
     failed = frozenset((f.rule_set, f.rule, f.enforce) for f in verdict.filters if f.outcome == "fail")
-    return verdict, tuple(errors), plan.interned(failed)
+    return Made(verdict, tuple(errors), plan.interned(failed))
 
 
 _FEW_GROUPS = 16

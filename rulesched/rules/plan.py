@@ -32,6 +32,8 @@ from rulesched.rules.cel import CelCompileError, Engine, Program
 from rulesched.rules.cel.analysis import Path
 from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet, CompiledScore, Paths
 from rulesched.rules.context import Change, NodeContext, namespace_view, pod_requests
+from rulesched.rules.decision import NodeDecision
+from rulesched.rules.outcomes import Applying, Errors, FailedVerdict, Kind, NodeOutcome, ScoreOutcome
 
 PER_POD = frozenset({"pod", "requests", "now", "namespaceObject"})
 """Context names whose values change with the pod or the request."""
@@ -93,12 +95,15 @@ class NodeMemo:
 
     Compared by identity, like the contexts it is kept for."""
 
-    values: Mapping[str, Any]
-    bindings: Any = None
+    values: Mapping[str, object]
+    """The node's values converted for the engine, by context name."""
+    bindings: object = None
     """Engine bindings of `values`, kept once a per-pod rule has run on this node (see `node_bindings`)."""
-    node_only: list[Any] | None = None
-    per_pod: dict[Hashable, Any] = field(default_factory=dict)
-    carried: list[Any] | None = None
+    node_only: list[NodeOutcome] | None = None
+    """By slot, each node-only rule's outcome (`Rule.slot`)."""
+    per_pod: dict[tuple[int, Hashable], ScoreOutcome] = field(default_factory=dict)
+    """By per-pod score rule position and pod key (`PodRequest.rule_key`), the rule's outcome."""
+    carried: list[NodeOutcome | None] | None = None
     """A memo made again after a new metrics sample (`Plan.resampled`): the node-only results taken over
     from the previous memo, None for each rule that reads `metrics`, until they are complete (`node_only`)."""
     resampled: bool = False
@@ -216,7 +221,7 @@ def trim(value: Any, paths: Iterable[Path]) -> Any:
 
 Tree = dict[str, "Tree | None"]
 """Field paths as a tree: each field read, and what is read under it (None: all of it)."""
-_TREES: dict[Any, Tree | None] = {}
+_TREES: dict[object, Tree | None] = {}
 _TREES_KEPT = 1024
 """Field path sets whose trees are kept (a rule book has a few per rule); all forgotten when full."""
 
@@ -250,7 +255,7 @@ def _trimmed(value: Any, tree: Tree | None) -> Any:
     return {name: _trimmed(value[name], rest) for name, rest in tree.items() if name in value}
 
 
-def key_of(parts: list[Any]) -> str:
+def key_of(parts: list[object]) -> str:
     """A key for JSON-like values: equal keys only for equal values (`repr` tells 1 from True and from "1",
     and a float's is exact); equal values in another key order may get another key, which only misses."""
     return repr(parts)
@@ -324,8 +329,8 @@ class Plan:
         no memo key made before matches, and empty caches."""
         self.token = next(_tokens)
         self._bound: OrderedDict[Hashable, Program | None] = OrderedDict()
-        self.applying: dict[Hashable, Any] = {}
-        self._interned: dict[Hashable, Any] = {}
+        self.applying: dict[Hashable, Applying] = {}
+        self._interned: dict[Hashable, object] = {}
         self.memo_of: dict[NodeContext, NodeMemo] = {}
         """Each node context's memo (contexts hash by identity: one lookup per candidate)."""
         self.filter_tables: OrderedDict[str, Verdicts] = OrderedDict()
@@ -341,7 +346,7 @@ class Plan:
         self.signatures: dict[tuple[int, ...], dict[NodeContext, int]] = {}
         """By the slots of some node-only filters (those of a filter key): each node context's signature, a
         number naming the outcomes they had on it; nodes with the same number had the same outcomes."""
-        self._combinations: dict[tuple[Any, ...], int] = {}
+        self._combinations: dict[tuple[NodeOutcome, ...], int] = {}
         self.projections: dict[int, dict[NodeContext, bytes]] = {}
         """By per-pod rule position: each node context's `projection` for it, interned.
 
@@ -354,7 +359,7 @@ class Plan:
         """One object for equal values (sets of failed rules, say): a few per book, shared by every node."""
         if len(self._interned) >= INTERNED_KEPT:
             self._interned.clear()
-        return self._interned.setdefault(value, value)  # type: ignore[no-any-return]
+        return self._interned.setdefault(value, value)  # type: ignore[return-value]  # the value kept for an equal one
 
     def _rule(self, position: int, rule_set: str, compiled: CompiledFilter | CompiledScore) -> Rule:
         per_pod = bool(compiled.reads & PER_POD)
@@ -442,7 +447,7 @@ class Plan:
         values = dict(previous.values)
         values["metrics"] = self.engine.convert(node.metrics)
         memo = NodeMemo(values)
-        carried = list(previous.node_only or ())
+        carried: list[NodeOutcome | None] = list(previous.node_only or ())
         for slot in self.sample_slots:
             carried[slot] = None
         memo.carried = carried
@@ -482,7 +487,8 @@ class Plan:
         self.memo_of[node] = memo
         results = memo.node_only or ()
         for slot, (low, high) in self.ranges.items():
-            raw = results[slot].raw
+            outcome = results[slot]
+            raw = outcome.raw if isinstance(outcome, ScoreOutcome) else None
             low[node], high[node] = (math.inf, -math.inf) if raw is None else (raw, raw)
         while len(self.memo_of) > MEMOS_KEPT:  # `remember`, forgetting the oldest context's entries too
             oldest = next(iter(self.memo_of))
@@ -545,15 +551,7 @@ class Plan:
         return self.interned(repr((self.token, *parts)))
 
 
-Failed = frozenset[tuple[str, str, bool]]
-"""The (rule set, rule, enforced) of each filter that returned false for a verdict."""
-Errors = tuple[tuple[int, Any], ...]
-"""A verdict's rule errors, each with its rule's position."""
-Kind = tuple[int, tuple[Any, Errors, Failed]]
-"""A distinct verdict made for some nodes (with its errors and failed filters), after the index of one."""
-
-
-class Verdicts(dict[NodeContext, Any]):
+class Verdicts(dict[NodeContext, NodeDecision]):
     """One key's verdicts, by node context, and what a Decision needs besides: the errors of the nodes that
     have some, and the filters each verdict failed. Looked up with `map(verdicts.get, nodes)`; a verdict
     is shared by the nodes that fare alike (filters), so the failed filters are counted per verdict."""
@@ -564,22 +562,22 @@ class Verdicts(dict[NodeContext, Any]):
         super().__init__()
         self.errors: dict[NodeContext, Errors] = {}
         """The nodes whose verdicts have errors (rare): their errors."""
-        self.failed: dict[int, tuple[Any, Failed]] = {}
+        self.failed: dict[int, FailedVerdict] = {}
         """By `id` of a verdict that failed filters: the verdict (kept alive, so the id stays its) and them."""
 
-    def put_all(self, nodes: Sequence[NodeContext], verdicts: Sequence[Any], kinds: Iterable[Kind]) -> None:
+    def put_all(self, nodes: Sequence[NodeContext], verdicts: Sequence[NodeDecision], kinds: Iterable[Kind]) -> None:
         """Keep the verdicts of `nodes` (none kept yet), side by side; `kinds`: each distinct verdict with its
         errors and failed filters, after the index of a node that has it (a verdict with errors names its
         node: it is that node's alone)."""
         self.update(zip(nodes, verdicts, strict=True))
-        for index, (verdict, errors, failed) in kinds:
+        for at, (verdict, errors, failed) in kinds:
             if errors:
-                self.errors[nodes[index]] = errors
+                self.errors[nodes[at]] = errors
             if failed and id(verdict) not in self.failed:
                 if len(self.failed) > 2 * len(self) + 64:  # verdicts no node has any more: keep those still had
                     kept = set(map(id, self.values()))
                     self.failed = {key: found for key, found in self.failed.items() if key in kept}
-                self.failed[id(verdict)] = (verdict, failed)
+                self.failed[id(verdict)] = FailedVerdict(verdict, failed)
 
     def move(self, previous: NodeContext, node: NodeContext, holds: bool) -> None:
         """`previous`'s verdict, and its errors, become `node`'s when they `hold` for it; dropped either way."""
@@ -601,7 +599,7 @@ def _table(tables: OrderedDict[str, Verdicts], key: str) -> Verdicts:
     return table
 
 
-def _move(table: dict[NodeContext, Any], previous: NodeContext, node: NodeContext, holds: bool) -> None:
+def _move(table: dict[NodeContext, V], previous: NodeContext, node: NodeContext, holds: bool) -> None:
     """`previous`'s entry in `table` becomes `node`'s when it `holds` for it; it is dropped either way."""
     found = table.pop(previous, None)
     if holds and found is not None:
@@ -612,7 +610,7 @@ NO_MEMO = NodeMemo({})
 """The memo of a node no plan has seen: it keeps nothing."""
 
 
-def node_bindings(plan: Plan, memo: NodeMemo, *, keep: bool) -> Any:
+def node_bindings(plan: Plan, memo: NodeMemo, *, keep: bool) -> object:
     """The node's engine bindings. Kept only when asked: cel-cpp's activation caches what it converts
     (about 8 KB a node), worth it for the nodes per-pod rules run on, not for every node in the cache."""
     if memo.bindings is not None:
