@@ -227,7 +227,8 @@ def test_the_estimate_follows_kubernetes_model() -> None:
 
 
 def test_a_variable_costs_the_same_read_as_a_field_or_by_index_and_once_per_expression() -> None:
-    from rulesched.rules.cel.cost import Estimate, Shape
+    from rulesched.rules.cel.cost import Estimate
+    from rulesched.rules.cel.shape import Shape
 
     known = {"big": Estimate(500_000, Shape(size=10))}
     by_field = estimate("variables.big == 'a'", known).cost

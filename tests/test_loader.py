@@ -356,7 +356,7 @@ BROKEN_FILES: list[tuple[str, str, LoadError, str]] = [
             field="spec.matchConditions[0].expression",
             expression="'gpu' in node.metadata.labels",
         ),
-        "may read only pod, namespaceObject and now, not node",
+        "may read only pod, now and namespaceObject, not node",
     ),
     (
         "match-condition-reads-metrics-and-variables",

@@ -19,6 +19,7 @@ from rulesched.rules.errors import LoadError
 from rulesched.rules.metricsource import MetricSource
 from rulesched.rules.model import Filter, MatchCondition, RuleSet, Score, Variable
 from rulesched.rules.plan import Plan
+from rulesched.rules.vocabulary import MATCH_READS, listed
 
 _ACCEPTED: dict[str, frozenset[str]] = {
     "bool": frozenset({"bool", "dyn"}),
@@ -26,7 +27,8 @@ _ACCEPTED: dict[str, frozenset[str]] = {
     "string": frozenset({"string", "dyn"}),
     "any": frozenset(),
 }
-_MATCH_READS = frozenset({"pod", "namespaceObject", "now"})
+_MATCH_READS = frozenset(MATCH_READS)
+_MATCH_LISTED = listed(MATCH_READS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +192,7 @@ class _Compiler:
             found = reads(condition.expression).names
             if not found <= _MATCH_READS:
                 others = ", ".join(sorted(found - _MATCH_READS))
-                message = f"match conditions may read only pod, namespaceObject and now, not {others}"
+                message = f"match conditions may read only {_MATCH_LISTED}, not {others}"
                 self.error(loc, condition.name, message, expression=condition.expression)
                 continue
             program, _ = self.program(loc, condition.name, condition.expression, "bool")

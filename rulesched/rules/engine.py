@@ -272,11 +272,9 @@ class Evaluation:
         return Grouped(groups, representatives, list(results), bindings, bound is None)
 
     def pod_values(self) -> dict[str, Any]:
-        """The request's values (`pod`, `requests`, `now`) converted for the engine."""
+        """The request's values (those the book reads: `Plan.request_values`) converted for the engine."""
         engine = self.plan.engine
-        shared = {name: engine.convert(value) for name, value in self.request.values.items()}
-        shared.setdefault("requests", engine.convert({}))
-        return shared
+        return {name: engine.convert(value) for name, value in self.request.values.items()}
 
     def prioritize(self, rules: Sequence[Rule], nodes: Sequence[NodeContext]) -> list[NodeDecision]:
         """Scores alone (kube-scheduler's prioritize), every node a candidate. A node's verdict depends only

@@ -31,15 +31,23 @@ from typing import Any, TypeVar
 from rulesched.rules.cel import CelCompileError, Engine, Program
 from rulesched.rules.cel.analysis import Path
 from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet, CompiledScore, Paths
-from rulesched.rules.context import Change, NodeContext, namespace_view, pod_requests
+from rulesched.rules.context import Change, NodeContext
 from rulesched.rules.decision import NodeDecision
 from rulesched.rules.outcomes import Applying, Errors, FailedVerdict, Kind, NodeOutcome, ScoreOutcome
-
-PER_POD = frozenset({"pod", "requests", "now", "namespaceObject"})
-"""Context names whose values change with the pod or the request."""
-NODE_PODS = ("pods", "allocated", "recent")
-"""Context names that change with the pods on the node: node-side values, like `metrics`, kept in the
-node's context and rebuilt when a pod event touches that node only."""
+from rulesched.rules.vocabulary import (
+    DERIVED,
+    NAMES,
+    NODE_SIDE,
+    NODE_SIDES,
+    PER_POD,
+    SAMPLE,
+    TIME,
+    Key,
+    Name,
+    NodeReader,
+    RequestReader,
+    Side,
+)
 
 BOUND_KEPT = 256
 """Programs bound to a pod kept per plan (each a compiled expression: a few kilobytes)."""
@@ -82,6 +90,12 @@ class Rule:
     """Index among the book's node-only rules (their cached results), or -1 for a per-pod rule."""
     work: float
     """The estimated microseconds of one evaluation (`evaluation_work`)."""
+    pod_key: tuple[tuple[str, frozenset[Path] | None], ...]
+    """The request-side names the rule reads that its pod key holds, each with the fields it reads of it
+    (None: the whole value): `PodRequest.rule_key`."""
+    node_key: tuple[tuple[NodeReader, frozenset[Path]], ...]
+    """How each node-side name the rule reads is read off a node context, and the fields it reads of it:
+    `projection`."""
 
     @property
     def min_max(self) -> bool:
@@ -129,15 +143,8 @@ class PodRequest:
         from it, whatever else differs (a new namespace, say, that only a match condition reads)."""
         key = self.rule_keys.get(rule.position)
         if key is None:
-            compiled, values = rule.compiled, self.values
-            reads, paths = compiled.reads, compiled.paths
-            parts = [
-                trim(values["pod"], paths.get("pod", ())) if "pod" in reads else None,
-                values.get("requests") if "requests" in reads else None,
-                trim(values.get("namespaceObject"), paths.get("namespaceObject", ()))
-                if "namespaceObject" in reads
-                else None,
-            ]
+            values = self.values
+            parts = [values.get(n) if paths is None else trim(values.get(n), paths) for n, paths in rule.pod_key]
             key = self.rule_keys[rule.position] = key_of(parts)
         return (key, self.now) if rule.reads_now else key
 
@@ -265,24 +272,26 @@ def projection(rule: Rule, node: NodeContext) -> bytes:
     """Exactly the node-side values `rule` reads, as bytes: nodes with equal projections get equal results.
 
     Key order is kept (not sorted): a rule iterating a map sees its order."""
-    read = rule.compiled.paths
-    pods = node.pods
-    values = [
-        trim(v, read[n]) if n in read else None
-        for n, v in (
-            ("node", node.node),
-            ("metrics", node.metrics),
-            ("allocatable", node.allocatable),
-            ("pods", pods.pods),
-            ("allocated", pods.allocated),
-            ("recent", pods.recent),
-        )
-    ]
-    return _PROJECTIONS.encode(values).encode()
+    return _PROJECTIONS.encode([trim(read(node), paths) for read, paths in rule.node_key]).encode()
 
 
 def _union(paths: Iterable[Paths], name: str) -> frozenset[Path]:
     return frozenset().union(*(p.get(name, frozenset()) for p in paths))
+
+
+Reader = TypeVar("Reader", NodeReader, RequestReader)
+Values = tuple[tuple[str, Reader, frozenset[Path] | None], ...]
+"""Names, each with how its value is read and the fields read of it (None: all of it)."""
+
+
+def _values(read: Iterable[Name], sources: Sequence[Paths]) -> Values[Any]:
+    """Each name of `read` with its reader, and the fields `sources` read of it when it is trimmed (else None)."""
+    found = []
+    for entry in read:
+        reader = entry.read_node if entry.side in NODE_SIDES else entry.read_request
+        assert reader is not None
+        found.append((entry.name, reader, _union(sources, entry.name) if entry.trimmed else None))
+    return tuple(found)
 
 
 class Plan:
@@ -302,22 +311,28 @@ class Plan:
         rules = [r.compiled for group in (*self.filters, *self.scores) for r in group]
         per_pod = [r.compiled for group in (*self.filters, *self.scores) for r in group if r.per_pod]
         conditions = [c for rs in rule_sets for c in rs.conditions]
-        self.node_paths = _union((r.paths for r in rules), "node")
-        self.pod_paths = _union([*(r.paths for r in per_pod), *(c.paths for c in conditions)], "pod")
-        self.namespace_paths = _union([*(r.paths for r in per_pod), *(c.paths for c in conditions)], "namespaceObject")
-        self.reads_namespace = any("namespaceObject" in r.reads for r in per_pod) or any(
-            "namespaceObject" in c.paths for c in conditions
-        )
-        self.node_pods = [n for n in NODE_PODS if any(n in r.reads for r in rules)]
-        """The pod-dependent node names the book reads: only those are converted for the engine."""
-        self.reads_requests = any("requests" in r.reads for r in per_pod)
-        self.conditions_read_now = any("now" in c.paths for c in conditions)
-        self.sample_slots = [r.slot for r in self.node_only if "metrics" in r.compiled.reads]
-        """Node-only rules that read `metrics`: computed again when a node's metrics sample changes."""
+        node_side = [e for e in NODE_SIDE if any(e.name in r.reads for r in rules)]
+        self.node_values: Values[NodeReader] = _values(node_side, [r.paths for r in rules])
+        """The node-side names the book reads, how each is read off a node context, and the fields the book reads
+        of it (None: all of it): only those are converted for the engine (rules that read none pay nothing)."""
+        self.node_pods = [e.name for e in node_side if e.side is Side.NODE_PODS]
+        """The pod-dependent node names the book reads."""
+        self.sample_values = tuple(entry for entry in self.node_values if entry[0] in SAMPLE)
+        """The node-side names the book reads that change with a node's metrics sample."""
+        sources = [*(r.paths for r in per_pod), *(c.paths for c in conditions)]  # a condition's paths: its reads
+        read = [e for e in NAMES if e.read_request and any(e.name in paths for paths in sources)]
+        self.request_values: Values[RequestReader] = _values(read, sources)
+        """The request-side names the book's per-pod rules and match conditions read, how each is read, and the
+        fields they read of it (None: all of it)."""
+        self.request_key = tuple(e.name for e in read if e.key in (Key.PROJECTED, Key.WHOLE))
+        """The request-side names a pod's key holds (the time is kept beside it, for what reads it)."""
+        self.conditions_read_now = any(name in c.paths for c in conditions for name in TIME)
+        self.sample_slots = [r.slot for r in self.node_only if r.compiled.reads & SAMPLE]
+        """Node-only rules that read the metrics sample: computed again when a node's sample changes."""
         self.sample_positions = frozenset(
-            r.position for group in (*self.filters, *self.scores) for r in group if "metrics" in r.compiled.reads
+            r.position for group in (*self.filters, *self.scores) for r in group if r.compiled.reads & SAMPLE
         )
-        self.filters_read_sample = any("metrics" in r.compiled.reads for group in self.filters for r in group)
+        self.filters_read_sample = any(r.compiled.reads & SAMPLE for group in self.filters for r in group)
         self.conditions_work = WORK_POD + sum(evaluation_work(c.cost) for c in conditions)
         """The estimated microseconds to find which rule sets apply to a pod never seen."""
         self.memo_work = WORK_MEMO + sum(rule.work for rule in self.node_only)
@@ -364,9 +379,17 @@ class Plan:
     def _rule(self, position: int, rule_set: str, compiled: CompiledFilter | CompiledScore) -> Rule:
         per_pod = bool(compiled.reads & PER_POD)
         slot = -1 if per_pod else len(self.node_only)
-        rule = Rule(
-            position, rule_set, compiled, per_pod, "now" in compiled.reads, slot, evaluation_work(compiled.cost)
+        reads, paths = compiled.reads, compiled.paths
+        pod_key = tuple(
+            (e.name, paths.get(e.name, frozenset()) if e.key is Key.PROJECTED else None)
+            for e in NAMES
+            if e.name in reads and e.key in (Key.PROJECTED, Key.WHOLE) and e.side is Side.REQUEST
         )
+        node_key = tuple(
+            (e.read_node, paths.get(e.name, frozenset())) for e in NODE_SIDE if e.name in reads and e.read_node
+        )
+        work = evaluation_work(compiled.cost)
+        rule = Rule(position, rule_set, compiled, per_pod, bool(reads & TIME), slot, work, pod_key, node_key)
         if not per_pod:
             self.node_only.append(rule)
         return rule
@@ -375,16 +398,11 @@ class Plan:
         self, pod: Mapping[str, Any], now: datetime.datetime, namespace: Mapping[str, Any] | None = None
     ) -> PodRequest:
         """The pod's trimmed values and their key (the same for every replica of a workload)."""
-        trimmed = trim(pod, self.pod_paths) if self.pod_paths else {}
-        values: dict[str, Any] = {"pod": trimmed, "now": now}
-        if self.reads_requests:
-            values["requests"] = pod_requests(pod)
-        if self.reads_namespace:
-            view = namespace_view(pod, namespace)
-            values["namespaceObject"] = trim(view, self.namespace_paths) if self.namespace_paths else view
-        parts = [trimmed, values.get("requests"), values.get("namespaceObject")]
-        key = key_of(parts)
-        return PodRequest(values, key, now)
+        values: dict[str, Any] = {}
+        for name, read, paths in self.request_values:
+            value = read(pod, namespace, now)
+            values[name] = value if paths is None else trim(value, paths)
+        return PodRequest(values, key_of([values[name] for name in self.request_key]), now)
 
     def bound(self, program: Program, rule: Rule, kind: str, request: PodRequest) -> Program | None:
         """`program` bound to the pod's values, compiled once per pod key; None if it cannot be bound."""
@@ -445,7 +463,9 @@ class Plan:
         prioritize verdicts never (a node's raw scores may have changed). Its node-only results are
         completed by the engine before it is kept."""
         values = dict(previous.values)
-        values["metrics"] = self.engine.convert(node.metrics)
+        engine = self.engine
+        for name, read, paths in self.sample_values:
+            values[name] = engine.convert(read(node) if paths is None else trim(read(node), paths))
         memo = NodeMemo(values)
         carried: list[NodeOutcome | None] = list(previous.node_only or ())
         for slot in self.sample_slots:
@@ -465,14 +485,11 @@ class Plan:
         results are in (`keep`), so that a memo found is always complete."""
         engine = self.engine
         values = {
-            "node": engine.convert(trim(node.node, self.node_paths) if self.node_paths else {}),
-            "metrics": engine.convert(node.metrics),
-            "allocatable": engine.convert(node.allocatable),
-            "variables": engine.convert({}),
+            name: engine.convert(read(node) if paths is None else trim(read(node), paths))
+            for name, read, paths in self.node_values
         }
-        for name in self.node_pods:  # the others are left out: rules that do not read them pay nothing
-            value = getattr(node.pods, name)
-            values[name] = engine.convert(list(value) if isinstance(value, tuple) else value)
+        for name in DERIVED:
+            values[name] = engine.convert({})
         return NodeMemo(values)
 
     def keep(self, node: NodeContext, memo: NodeMemo) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import Engine
 from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet, CompiledScore
-from rulesched.rules.context import NodeContext, namespace_view, pod_requests
+from rulesched.rules.context import NodeContext
 from rulesched.rules.decision import Decision, FilterResult, NodeDecision, RuleError, ScoreResult
 from rulesched.rules.semantics import (
     MAX_SCORE,
@@ -34,6 +34,7 @@ from rulesched.rules.semantics import (
     round_score,
 )
 from rulesched.rules.verbs import Call
+from rulesched.rules.vocabulary import DERIVED, node_values, request_values
 
 __all__ = ["MAX_SCORE", "MESSAGE_MAX", "evaluate", "normalize", "round_score"]
 
@@ -48,12 +49,8 @@ def evaluate(book: RuleBook, call: Call) -> Decision:
         distinct.setdefault(node.name, node)
     nodes = list(distinct.values())
     engine = book.engine
-    shared = {
-        "pod": engine.convert(pod),
-        "requests": engine.convert(pod_requests(pod)),
-        "now": engine.convert(now or datetime.datetime.now(datetime.UTC)),
-        "namespaceObject": engine.convert(namespace_view(pod, namespace)),
-    }
+    values = request_values(pod, namespace, now or datetime.datetime.now(datetime.UTC))
+    shared = {name: engine.convert(value) for name, value in values.items()}
     decision = Decision(generation=book.generation, applied=[], nodes={n.name: NodeDecision(n.name) for n in nodes})
     applying = [rs for rs in book.rule_sets if applies(rs, engine, shared, decision)]
     decision.applied = [rs.name for rs in applying]
@@ -69,15 +66,8 @@ def evaluate(book: RuleBook, call: Call) -> Decision:
 
 
 def _node_values(engine: Engine, node: NodeContext) -> Mapping[str, Any]:
-    return {
-        "node": engine.convert(node.node),
-        "metrics": engine.convert(node.metrics),
-        "allocatable": engine.convert(node.allocatable),
-        "variables": engine.convert({}),
-        "pods": engine.convert(list(node.pods.pods)),
-        "allocated": engine.convert(node.pods.allocated),
-        "recent": engine.convert(node.pods.recent),
-    }
+    values = {name: engine.convert(value) for name, value in node_values(node).items()}
+    return values | {name: engine.convert({}) for name in DERIVED}
 
 
 def _filter(

@@ -9,7 +9,6 @@ engine module imports this one back.
 from __future__ import annotations
 
 from rulesched.rules.cel.base import (
-    CONTEXT_NAMES,
     DEADLINE_MESSAGE,
     ENGINE_NAMES,
     CelCompileError,
@@ -26,7 +25,6 @@ from rulesched.rules.cel.base import (
 )
 
 __all__ = [
-    "CONTEXT_NAMES",
     "DEADLINE_MESSAGE",
     "ENGINE_NAMES",
     "CelCompileError",

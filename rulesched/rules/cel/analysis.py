@@ -25,7 +25,7 @@ from typing import Any
 
 import lark
 
-from rulesched.rules.cel.base import CONTEXT_NAMES
+from rulesched.rules.vocabulary import CONTEXT_NAMES
 
 Path = tuple[str, ...]
 """Field names from a context value down; the empty path is the whole value."""

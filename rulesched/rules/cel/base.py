@@ -25,21 +25,6 @@ from typing import Any, ClassVar, Literal
 EngineName = Literal["cpp", "celpy"]
 ENGINE_NAMES: tuple[EngineName, ...] = ("cpp", "celpy")
 
-CONTEXT_NAMES: tuple[str, ...] = (
-    "pod",
-    "node",
-    "metrics",
-    "allocatable",
-    "requests",
-    "variables",
-    "now",
-    "allocated",
-    "pods",
-    "recent",
-    "namespaceObject",
-)
-"""Every name an expression may read (DESIGN.md §1)."""
-
 
 class CelCompileError(Exception):
     """An expression that does not parse or type-check; `line` and `column` are 1-based."""
