@@ -32,10 +32,10 @@ from bench.workload import FOUNDING_RULES, make_workload
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.pods import PodIndex
 from rulesched.cluster.sources import FileMetricsSource, FileNodeSource
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call, Verb
 from rulesched.rules.cel import make_engine
-from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
-from rulesched.rules.verbs import Call, Verb
 
 BURST_RULES = FOUNDING_RULES.replace(
     "expression: metrics.cpu.usage", "expression: metrics.cpu.usage + recent.requests.cpu"
@@ -79,7 +79,8 @@ def one_run(
     placements = PodIndex(recent_seconds=600.0)
     source = FileNodeSource(files / "nodes.json")
     contexts = NodeContexts(source, FileMetricsSource(files / "metrics.json"), placements)
-    evaluate(book, Call(pods[0], contexts.for_names(names)[0], Verb.FILTER))  # warm: every node's context built
+    warm_up = Call(pods[0], contexts.for_names(names)[0], Verb.FILTER)
+    evaluate(prepared(book), warm_up)  # every node's context built
     samples: list[float] = []
     placed: collections.Counter[str] = collections.Counter()
     deadline = time.monotonic() + MAX_SECONDS / 6
@@ -88,9 +89,9 @@ def one_run(
             break
         started = time.perf_counter()
         candidates = contexts.for_names(names)[0]
-        filtered = evaluate(book, Call(pod, candidates, Verb.FILTER))
+        filtered = evaluate(prepared(book), Call(pod, candidates, Verb.FILTER))
         passing = [c for c in candidates if filtered.nodes[c.name].passed]
-        scored = evaluate(book, Call(pod, passing, Verb.PRIORITIZE))
+        scored = evaluate(prepared(book), Call(pod, passing, Verb.PRIORITIZE))
         samples.append((time.perf_counter() - started) * 1000)
         best = max(scored.nodes.values(), key=lambda v: v.score or 0).name if scored.nodes else ""
         placed[best] += 1

@@ -12,13 +12,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rulesched.decide.decision import Decision
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call, Verb
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import Engine
 from rulesched.rules.context import NodeContext, NodeUsage, node_context
-from rulesched.rules.decision import Decision
-from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
-from rulesched.rules.verbs import Call, Verb
 
 NOW = datetime.datetime(2026, 11, 22, 1, 0, 0, tzinfo=datetime.UTC)
 """The request time every test uses, so that `now` and `metrics.age` are reproducible."""
@@ -110,4 +110,4 @@ def load_spec(tmp_path: Path, engine: Engine, spec: str, name: str = "test") -> 
 
 
 def decide(book: RuleBook, pod: Mapping[str, Any], nodes: Sequence[NodeContext], verb: Verb = Verb.EXPLAIN) -> Decision:
-    return evaluate(book, Call(pod, nodes, verb, NOW))
+    return evaluate(prepared(book), Call(pod, nodes, verb, NOW))

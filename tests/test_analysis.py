@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from rulesched.decide.fast.plan import trim
 from rulesched.rules.cel import CelEvalError, Engine
 from rulesched.rules.cel.analysis import PRESENT, paths, paths_of, reads
-from rulesched.rules.plan import trim
 from rulesched.rules.vocabulary import CONTEXT_NAMES
 
 KEYS = ("zone", "tier", "filter.xy.com", "gpu")

@@ -13,13 +13,20 @@ PACKAGE = REPO / "rulesched"
 
 # package prefix → rulesched packages it must not import
 FORBIDDEN_LAYERS = {
-    "rulesched.rules": ("rulesched.cluster", "rulesched.extender", "rulesched.tools", "rulesched.cli"),
+    "rulesched.rules": (
+        "rulesched.decide",
+        "rulesched.cluster",
+        "rulesched.extender",
+        "rulesched.tools",
+        "rulesched.cli",
+    ),
+    "rulesched.decide": ("rulesched.cluster", "rulesched.extender", "rulesched.tools", "rulesched.cli"),
     "rulesched.cluster": ("rulesched.extender", "rulesched.tools", "rulesched.cli"),
     # The HTTP edge does not stand on the command-line wing: a Decision explains itself.
     "rulesched.extender": ("rulesched.tools", "rulesched.cli"),
     # The rule authors' tools stand beside the HTTP edge, not on it (a recording's format is shared below both).
     "rulesched.tools": ("rulesched.cli", "rulesched.extender"),
-    "rulesched.recording_format": ("rulesched.rules", "rulesched.cluster", "rulesched.extender", "rulesched.tools"),
+    "rulesched.recording_format": ("rulesched.rules", "rulesched.decide", "rulesched.cluster", "rulesched.extender"),
     # The two CEL engines never import each other; make_engine() composes them.
     "rulesched.rules.cel.cpp": ("rulesched.rules.cel.celpy_engine",),
     "rulesched.rules.cel.celpy_engine": ("rulesched.rules.cel.cpp",),
@@ -152,7 +159,7 @@ def test_the_circle_check_sees_a_circle() -> None:
 def test_the_reference_evaluation_is_the_tests_oracle_only() -> None:
     """The fast engine shares the semantics module with the reference evaluation and never falls back on
     it; nothing in the package evaluates requests with the reference."""
-    users = [m for m, p in MODULES if any(i.startswith("rulesched.rules.reference") for i in imports(p))]
+    users = [m for m, p in MODULES if any(i.startswith("rulesched.decide.reference") for i in imports(p))]
     assert users == []
 
 

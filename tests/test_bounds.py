@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from rulesched.cli import main
+from rulesched.decide.verbs import Call, Verb
 from rulesched.rules.cel import CelEvalError, Limits, make_engine
 from rulesched.rules.cel.cost import estimate
 from rulesched.rules.errors import RulesLoadFailed
-from rulesched.rules.verbs import Call, Verb
 from rulesched.settings import Settings
 from tests.builders import load_spec, make_context, make_node, make_pod, rule_set, write_rules
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, REPO, RULES
@@ -143,17 +143,17 @@ scores:
 def test_past_the_deadline_rules_follow_their_failure_policy_and_nothing_is_cached(
     tmp_path: Path, engine_name: str
 ) -> None:
-    from rulesched.rules.engine import evaluate
+    from rulesched.decide.fast import evaluate, prepared
 
     book = load_spec(tmp_path, make_engine(engine_name), DEADLINE_SPEC)  # type: ignore[arg-type]
     nodes = [make_context(make_node(f"node-{i}")) for i in range(3)]
     pod = make_pod("web")
-    late = evaluate(book, Call(pod, nodes, deadline=time.monotonic() - 1))
+    late = evaluate(prepared(book), Call(pod, nodes, deadline=time.monotonic() - 1))
     assert late.deadline_exceeded
     assert all(not n.passed for n in late.nodes.values())
     assert {e.rule for e in late.errors} == {"fails-closed", "fails-open"}
     assert all("deadline" in e.error for e in late.errors)
-    in_time = evaluate(book, Call(pod, nodes, deadline=time.monotonic() + 60))
+    in_time = evaluate(prepared(book), Call(pod, nodes, deadline=time.monotonic() + 60))
     assert not in_time.deadline_exceeded
     assert all(n.passed for n in in_time.nodes.values())
     assert not in_time.errors
@@ -175,26 +175,26 @@ scores:
 
 @pytest.mark.parametrize("verb", [Verb.FILTER, Verb.PRIORITIZE], ids=["filter", "prioritize"])
 def test_a_call_the_caches_answer_needs_no_evaluation_and_gets_the_same_answer(tmp_path: Path, verb: Verb) -> None:
-    from rulesched.rules.engine import evaluate
-    from rulesched.rules.plan import NeedsEvaluationError, within
+    from rulesched.decide.fast import evaluate, prepared
+    from rulesched.decide.fast.plan import NeedsEvaluationError, within
 
     book = load_spec(tmp_path, make_engine("cpp"), LOOKUP_SPEC)
     nodes = [make_context(make_node(f"node-{i}")) for i in range(3)]
     pod = make_pod("web")
     with within(0), pytest.raises(NeedsEvaluationError):
-        evaluate(book, Call(pod, nodes, verb))  # nothing cached yet
-    computed = evaluate(book, Call(pod, nodes, verb))
+        evaluate(prepared(book), Call(pod, nodes, verb))  # nothing cached yet
+    computed = evaluate(prepared(book), Call(pod, nodes, verb))
     with within(0):
-        looked_up = evaluate(book, Call(pod, nodes, verb))
+        looked_up = evaluate(prepared(book), Call(pod, nodes, verb))
     assert looked_up.as_dict() == computed.as_dict()
     with within(0), pytest.raises(NeedsEvaluationError):
-        evaluate(book, Call(make_pod("another-pod"), nodes, verb))  # a new pod key: its rules must run
-    assert evaluate(book, Call(make_pod("another-pod"), nodes, verb)).nodes
+        evaluate(prepared(book), Call(make_pod("another-pod"), nodes, verb))  # a new pod key: its rules must run
+    assert evaluate(prepared(book), Call(make_pod("another-pod"), nodes, verb)).nodes
 
 
 def test_a_message_expression_cannot_make_an_answer_of_megabytes(tmp_path: Path) -> None:
-    from rulesched.rules.engine import evaluate
-    from rulesched.rules.semantics import MESSAGE_MAX
+    from rulesched.decide.fast import evaluate, prepared
+    from rulesched.decide.semantics import MESSAGE_MAX
 
     spec = f"""
 filters:
@@ -203,7 +203,7 @@ filters:
   messageExpression: "node.metadata.name + '{"m" * 3000}'"
 """
     book = load_spec(tmp_path, make_engine("cpp"), spec)
-    decision = evaluate(book, Call(make_pod("web"), [make_context(make_node("node-1"))]))
+    decision = evaluate(prepared(book), Call(make_pod("web"), [make_context(make_node("node-1"))]))
     reason = decision.nodes["node-1"].filters[0].message
     assert reason is not None
     assert len(reason) == MESSAGE_MAX

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from rulesched.decide.decision import Decision, FilterResult, NodeDecision, RuleError, ScoreResult
+from rulesched.decide.verbs import Verb
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import ENGINE_NAMES, Engine, make_engine
 from rulesched.rules.context import NodeUsage, pod_requests
-from rulesched.rules.decision import Decision, FilterResult, NodeDecision, RuleError, ScoreResult
 from rulesched.rules.errors import RulesLoadFailed
 from rulesched.rules.loader import load_rule_book
-from rulesched.rules.verbs import Verb
 from tests.builders import (
     decide,
     load_spec,

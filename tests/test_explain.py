@@ -15,11 +15,11 @@ import pytest
 from rulesched.cli import main
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.sources import FileMetricsSource, read_document
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import context_report
-from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
-from rulesched.rules.verbs import Call
 from rulesched.settings import Settings
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, RULES
 from tests.server import running_server
@@ -45,7 +45,9 @@ def test_explain_json_is_the_engines_decision(capsys: pytest.CaptureFixture[str]
     metrics = FileMetricsSource(EXAMPLE_METRICS)
     built = NodeContexts(None, metrics, None, metrics.custom)
     contexts = built.for_objects(read_document(EXAMPLE_NODES)["items"])
-    expected = evaluate(book, Call(pod, contexts)).explain(pod) | context_report(pod, None, contexts, built.custom_ages)
+    expected = evaluate(prepared(book), Call(pod, contexts)).explain(pod) | context_report(
+        pod, None, contexts, built.custom_ages
+    )
     assert report == expected
 
 

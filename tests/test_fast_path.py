@@ -3,7 +3,7 @@
 A differential test over seeded random rule books, nodes, metrics and pods, on both CEL engines:
 sequences of calls that repeat pods (replicas), change node versions and metrics between calls, run
 filter-only, score-only and complete evaluations, move the clock, and reload the rule book — each
-answer compared with `rulesched.rules.reference.evaluate` over the same inputs.
+answer compared with `rulesched.decide.reference.evaluate` over the same inputs.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from rulesched.rules import reference
+from rulesched.decide import reference
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.fast.plan import trim
+from rulesched.decide.verbs import Call, Verb
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import ENGINE_NAMES, Engine, EngineName, make_engine
 from rulesched.rules.cel.analysis import PRESENT, paths
 from rulesched.rules.context import NodeContext, NodePods, NodeUsage, node_context, node_pods, pod_view, with_sample
-from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
-from rulesched.rules.plan import trim
-from rulesched.rules.verbs import Call, Verb
 from tests.builders import NOW, make_pod, make_usage, rule_set, write_rules
 
 VARIABLES = """\
@@ -264,7 +264,7 @@ def run_calls(tmp_path: Path, engine: Engine, seed: int, calls: int, size: int =
         nodes = cluster.candidates()
         namespace = random_namespace(random.Random(pod["metadata"]["namespace"] + str(book.generation)), pod)
         asked = Call(pod, nodes, verb, now, namespace=namespace)
-        fast = evaluate(book, asked)
+        fast = evaluate(prepared(book), asked)
         plain = reference.evaluate(book, asked)
         if rng.random() < 0.5:  # as the extender answers filter: the outcome first, then rejections are counted
             assert fast.outcome() == plain.outcome(), f"seed {seed}, call {call}"
@@ -293,9 +293,9 @@ def test_repeated_node_names_are_evaluated_once_as_by_the_reference(tmp_path: Pa
     node = node_context(random_node(random.Random(1), 1, 7), None, now=NOW)
     other = node_context(random_node(random.Random(1), 2, 7), None, now=NOW)
     pod = workload_pod(random.Random(2), 1, 1)
-    fast = evaluate(book, Call(pod, [node, other, node], now=NOW))
+    fast = evaluate(prepared(book), Call(pod, [node, other, node], now=NOW))
     assert fast.as_dict() == reference.evaluate(book, Call(pod, [node, other, node], now=NOW)).as_dict()
-    assert fast.as_dict() == evaluate(book, Call(pod, [node, other], now=NOW)).as_dict()
+    assert fast.as_dict() == evaluate(prepared(book), Call(pod, [node, other], now=NOW)).as_dict()
 
 
 LABELS = ("metadata", "labels")

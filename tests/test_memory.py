@@ -17,10 +17,10 @@ import pytest
 from bench.memory import new_pod, zoned_workload
 from bench.workload import POD_RULES
 from rulesched.cluster.contexts import NodeContexts
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call, Verb
 from rulesched.rules.cel import make_engine
-from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
-from rulesched.rules.verbs import Call, Verb
 
 NODES, ZONES, WARMUP, PODS = 200, 40, 150, 900
 GROWTH_LIMIT_MB = 6.0
@@ -41,10 +41,10 @@ def test_new_workloads_do_not_grow_memory_with_the_default_engine(tmp_path: Path
     contexts = NodeContexts(None, None).for_objects(nodes)
     now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     for number in range(WARMUP):  # caches (bound programs, memos) filled to their bounds first
-        evaluate(book, Call(new_pod(number, ZONES), contexts, Verb.FILTER, now))
+        evaluate(prepared(book), Call(new_pod(number, ZONES), contexts, Verb.FILTER, now))
     before = rss_mb()
     for number in range(WARMUP, WARMUP + PODS):
-        decision = evaluate(book, Call(new_pod(number, ZONES), contexts, Verb.FILTER, now))
+        decision = evaluate(prepared(book), Call(new_pod(number, ZONES), contexts, Verb.FILTER, now))
         assert 0 < len(decision.passed) <= NODES // ZONES  # the Ready nodes of the pod's zone
     growth = rss_mb() - before
     assert growth < GROWTH_LIMIT_MB, f"{growth:.1f} MB more after {PODS} new pods over {NODES} nodes"

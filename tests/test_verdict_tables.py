@@ -11,17 +11,17 @@ import orjson
 import pytest
 from starlette.responses import Response
 
+from rulesched.decide import reference
+from rulesched.decide.decision import Decision, NodeDecision, RuleError
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.fast.outcomes import Kind, Made, PositionedError
+from rulesched.decide.fast.plan import NeedsEvaluationError, Verdicts, within
+from rulesched.decide.verbs import Call, Verb
 from rulesched.extender import wire
 from rulesched.extender.routes import JsonResponse
 from rulesched.extender.wire import host_priority_list
-from rulesched.rules import reference
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext
-from rulesched.rules.decision import Decision, NodeDecision, RuleError
-from rulesched.rules.engine import evaluate
-from rulesched.rules.outcomes import Kind, Made, PositionedError
-from rulesched.rules.plan import NeedsEvaluationError, Verdicts, within
-from rulesched.rules.verbs import Call, Verb
 from tests.builders import NOW, load_spec, make_context, make_node, make_pod
 
 
@@ -70,7 +70,7 @@ def test_prioritize_ranges_over_infinite_values_and_nodes_without_one_are_the_re
     call = Call(pod, nodes, Verb.PRIORITIZE, NOW)
     expected = reference.evaluate(book, call)
     for _ in range(2):  # computed, then from the tables
-        assert evaluate(book, call) == expected
+        assert evaluate(prepared(book), call) == expected
 
 
 LOOP_SPEC = """
@@ -96,7 +96,7 @@ def test_a_new_pod_over_cheap_rules_is_evaluated_within_the_loop_budget_and_a_co
     nodes = [make_context(make_node(f"node-{i}")) for i in range(50)]
 
     def fast(pod: dict[str, Any], candidates: list[NodeContext]) -> Decision:
-        return evaluate(book, Call(pod, candidates, verb, NOW))
+        return evaluate(prepared(book), Call(pod, candidates, verb, NOW))
 
     def plain(pod: dict[str, Any]) -> Decision:
         return reference.evaluate(book, Call(pod, nodes, verb, NOW))

@@ -28,11 +28,12 @@ import sys
 from pathlib import Path
 
 import rulesched
-from rulesched.rules import reference, vocabulary
+from rulesched.decide import reference
+from rulesched.rules import vocabulary
 from rulesched.rules.cel import ENGINE_NAMES, make_engine
 from rulesched.rules.cel.cost import estimate
-from rulesched.rules.engine import evaluate
-from rulesched.rules.verbs import Call
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call
 from tests import test_fast_path as differential
 from tests.builders import NOW, load_spec, make_context, make_node, make_pod
 
@@ -54,7 +55,7 @@ for name in ENGINE_NAMES:
     book = load_spec(work / name, make_engine(name), spec)
     for pod in (make_pod("web", labels={"zone": "c"}), make_pod("db")):
         for _ in range(2):  # computed, then from the caches
-            decided = evaluate(book, Call(pod, nodes, now=NOW))
+            decided = evaluate(prepared(book), Call(pod, nodes, now=NOW))
             assert decided == reference.evaluate(book, Call(pod, nodes, now=NOW))
     assert decided.passed == ["n-a"], decided.passed
 differential.NODE_FILTERS.append("zone != 'c'")

@@ -23,11 +23,11 @@ import asyncio
 import logging
 from collections.abc import Hashable, Sequence
 
+from rulesched.decide.fast import evaluate, prepared, warm
+from rulesched.decide.fast.plan import NeedsEvaluationError, within
+from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.routes import Extender
-from rulesched.rules.engine import evaluate, prepare
-from rulesched.rules.plan import NeedsEvaluationError, within
-from rulesched.rules.verbs import Call, Verb
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class Refresher:
                 await asyncio.sleep(0.001)
             book = self.extender.book()
             found, _ = self.extender.contexts.for_names(names[start : start + CHUNK])
-            prepare(book, found)
+            warm(prepared(book), found)
             done += len(found)
             await asyncio.sleep(0)  # let a request in
         if self.metrics is not None and done:
@@ -105,7 +105,7 @@ class Refresher:
         try:
             with within(extender.settings.loop_work):
                 call = Call(pod, found, Verb.PRIORITIZE, namespace=extender.namespace(pod), distinct=True, names=names)
-                evaluate(extender.book(), call)
+                evaluate(prepared(extender.book()), call)
         except NeedsEvaluationError:
             return  # more than a request may do on the loop: the next call computes its own
         if self.metrics is not None:

@@ -32,6 +32,10 @@ from starlette.responses import Response
 
 from rulesched.cluster import Cluster
 from rulesched.cluster.contexts import NodeContexts
+from rulesched.decide.decision import Decision
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.fast.plan import NeedsEvaluationError, within
+from rulesched.decide.verbs import Call, Verb
 from rulesched.extender import wire
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.connection import BODY_ARRIVED
@@ -40,11 +44,7 @@ from rulesched.extender.recording import Recorder
 from rulesched.extender.shadow import Shadow
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext, context_report, namespace_name, with_pods
-from rulesched.rules.decision import Decision
-from rulesched.rules.engine import evaluate
-from rulesched.rules.plan import NeedsEvaluationError, within
 from rulesched.rules.store import RuleStore
-from rulesched.rules.verbs import Call, Verb
 from rulesched.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ class Extender:
         that needs little evaluation (`--loop-work`, from the rules' estimated costs: a new pod over cheap rules),
         is answered here; any other runs in the evaluation thread. Evaluations never overlap: the caches are not
         shared between threads."""
-        work = functools.partial(evaluate, book, call)
+        work = functools.partial(evaluate, prepared(book), call)
         if not self.evaluating:
             try:
                 with within(self.settings.loop_work):

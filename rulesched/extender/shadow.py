@@ -8,7 +8,7 @@ limit. One worker thread evaluates, one call at a time, and only while no call i
 
 The shadow evaluation sees exactly what the live one saw: the same pod, the same `now`, the same node
 snapshots: the live node contexts themselves, which are immutable. What the engine derives from them is
-kept by each book's own plan (`book.plan`), so the two books never share a cache, and the shadow book's
+kept by each book's own plan (`prepared(book)`), so the two books never share a cache, and the shadow book's
 plan is only ever used by the shadow thread.
 """
 
@@ -23,15 +23,15 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from rulesched.decide.decision import Decision
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.shadow_summary import NODES_SHOWN, Comparison, Summary, compare
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
-from rulesched.rules.decision import Decision
-from rulesched.rules.engine import evaluate
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
-from rulesched.rules.verbs import Call, Verb
 
 log = logging.getLogger("rulesched.decision")
 
@@ -113,9 +113,8 @@ class Shadow:
     def _evaluate(self, book: RuleBook, verb: str, answered: Answered, contexts: Sequence[NodeContext]) -> Decision:
         """The shadow decision of the call, in this thread, on the live call's node contexts."""
         deadline = time.monotonic() + self.deadline
-        return evaluate(
-            book, Call(answered.pod, contexts, Verb.named(verb), answered.now, deadline, answered.namespace)
-        )
+        call = Call(answered.pod, contexts, Verb.named(verb), answered.now, deadline, answered.namespace)
+        return evaluate(prepared(book), call)
 
     async def explain(self, answered: Answered) -> Decision:
         """The shadow book's whole decision of a call (`POST /explain?book=shadow`), in the shadow thread."""

@@ -18,7 +18,6 @@ from rulesched.rules.compiled import CompiledCondition, CompiledFilter, Compiled
 from rulesched.rules.errors import LoadError
 from rulesched.rules.metricsource import MetricSource
 from rulesched.rules.model import Filter, MatchCondition, RuleSet, Score, Variable
-from rulesched.rules.plan import Plan
 from rulesched.rules.vocabulary import MATCH_READS, listed
 
 _ACCEPTED: dict[str, frozenset[str]] = {
@@ -31,7 +30,7 @@ _MATCH_READS = frozenset(MATCH_READS)
 _MATCH_LISTED = listed(MATCH_READS)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)  # its fast-path plan is kept beside it, while it lives
 class RuleBook:
     """The rules in force: rule sets sorted by name, plus what identifies this version of them."""
 
@@ -43,8 +42,6 @@ class RuleBook:
     files: tuple[str, ...] = ()
     metric_sources: tuple[MetricSource, ...] = ()
     """The `kind: MetricSource` documents: what `metrics.custom` is made of (docs/rules/prometheus.md)."""
-    plan: Plan = field(compare=False, repr=False, kw_only=True)
-    """How the fast engine evaluates these rules, and its caches: made with the book, dropped with it."""
 
 
 LineOf = Callable[[tuple[str | int, ...]], int | None]

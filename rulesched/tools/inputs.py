@@ -19,11 +19,11 @@ import yaml
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.pods import FileNamespaceSource, FilePodSource, NamespaceSource, PodSource
 from rulesched.cluster.sources import FileMetricsSource, MetricsSource, SourceError, read_document
+from rulesched.decide.decision import Decision
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import namespace_name
-from rulesched.rules.decision import Decision
-from rulesched.rules.engine import evaluate
-from rulesched.rules.verbs import Call
 
 
 class InputError(Exception):
@@ -113,7 +113,7 @@ def decide(
     """The server's decision for `pod` over `nodes` (full mode: the nodes as the request carries them),
     with the pods on each node and the pod's namespace when their sources are given."""
     contexts = file_contexts(metrics, pods).for_objects(nodes)
-    return evaluate(book, Call(pod, contexts, now=now, namespace=namespace_of(pod, namespaces)))
+    return evaluate(prepared(book), Call(pod, contexts, now=now, namespace=namespace_of(pod, namespaces)))
 
 
 def file_contexts(metrics: MetricsSource | None, pods: PodSource | None) -> NodeContexts:

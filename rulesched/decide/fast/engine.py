@@ -1,8 +1,8 @@
 """The evaluation engine: a RuleBook, a pod and candidate nodes in; a Decision out. No I/O.
 
-Semantics (DESIGN.md §1) are those of `rulesched.rules.semantics`, shared with the plain evaluation of
-`rulesched.rules.reference`, which this engine is tested against and never falls back on: the same
-Decision, computed with the caches of `rulesched.rules.plan` (DESIGN.md §4). A request for node-only
+Semantics (DESIGN.md §1) are those of `rulesched.decide.semantics`, shared with the plain evaluation of
+`rulesched.decide.reference`, which this engine is tested against and never falls back on: the same
+Decision, computed with the caches of `rulesched.decide.fast.plan` (DESIGN.md §4). A request for node-only
 rules is lookups; per-pod rules run once per pod key and node, over cached per-node engine values, each
 rule over all the nodes that miss in one engine call.
 """
@@ -21,14 +21,9 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from operator import attrgetter
 from typing import Any, NamedTuple, cast
 
-from rulesched.rules import semantics
-from rulesched.rules.book import RuleBook
-from rulesched.rules.cel import Program
-from rulesched.rules.cel import deadline as cel_deadline
-from rulesched.rules.compiled import CompiledFilter, CompiledScore
-from rulesched.rules.context import NodeContext
-from rulesched.rules.decision import Decision, Failures, FilterResult, NodeDecision, Outcome, RuleError, ScoreResult
-from rulesched.rules.outcomes import (
+from rulesched.decide import semantics
+from rulesched.decide.decision import Decision, Failures, FilterResult, NodeDecision, Outcome, RuleError, ScoreResult
+from rulesched.decide.fast.outcomes import (
     NONE_FAILED,
     Applying,
     Errors,
@@ -40,7 +35,7 @@ from rulesched.rules.outcomes import (
     PositionedError,
     ScoreOutcome,
 )
-from rulesched.rules.plan import (
+from rulesched.decide.fast.plan import (
     APPLYING_KEPT,
     NODE_MEMO_KEPT,
     WORK_NODE,
@@ -56,24 +51,29 @@ from rulesched.rules.plan import (
     remember,
     work,
 )
-from rulesched.rules.verbs import Call, Verb
+from rulesched.decide.verbs import Call, Verb
+from rulesched.rules.cel import Program
+from rulesched.rules.cel import deadline as cel_deadline
+from rulesched.rules.compiled import CompiledFilter, CompiledScore
+from rulesched.rules.context import NodeContext
 
 MAX_SCORE = semantics.MAX_SCORE
 
 
-def evaluate(book: RuleBook, call: Call) -> Decision:
-    """Evaluate `book` for the call's pod over its nodes: what its verb runs (scores over the nodes that pass).
+def evaluate(prepared: Plan, call: Call) -> Decision:
+    """Evaluate a rule book (`prepared(book)`) for the call's pod over its nodes: what its verb runs (scores over
+    the nodes that pass).
 
     Past the call's deadline, every rule not yet evaluated fails with the deadline's error and follows its
     failurePolicy; the Decision says so, and the plan's caches are dropped, so that no result of this call
     is reused."""
-    request = book.plan.request(call.pod, call.now or datetime.datetime.now(datetime.UTC), call.namespace)
+    request = prepared.request(call.pod, call.now or datetime.datetime.now(datetime.UTC), call.namespace)
     with cel_deadline(call.deadline) as expiry:
-        evaluation = Evaluation(book, request)
+        evaluation = Evaluation(prepared, request)
         decision = evaluation.run(call.nodes, call.verb, call.distinct, call.names)
     if expiry.expired:
         decision.deadline_exceeded = True
-        book.plan.reset()
+        prepared.reset()
     return decision
 
 
@@ -116,11 +116,10 @@ class Grouped(NamedTuple):
 class Evaluation:
     """One pod's evaluation against the book's plan: the Decision it fills, and the steps that fill it."""
 
-    def __init__(self, book: RuleBook, request: PodRequest) -> None:
-        self.book = book
-        self.plan = book.plan
+    def __init__(self, plan: Plan, request: PodRequest) -> None:
+        self.plan = plan
         self.request = request
-        self.decision = Decision(generation=book.generation, applied=[])
+        self.decision = Decision(generation=plan.generation, applied=[])
 
     def run(
         self, nodes: Sequence[NodeContext], verb: Verb, distinct: bool = False, names: Sequence[str] | None = None
@@ -149,7 +148,7 @@ class Evaluation:
             first: dict[str, NodeContext] = {}
             for node in nodes:
                 first.setdefault(node.name, node)
-            return Evaluation(self.book, self.request).run(list(first.values()), verb)
+            return Evaluation(plan, self.request).run(list(first.values()), verb)
         if filters and scores:
             work()
             passing = [nodes[i] for i, v in enumerate(verdicts) if v.passed]
@@ -382,10 +381,10 @@ class Evaluation:
         return found  # type: ignore[return-value]
 
 
-def prepare(book: RuleBook, nodes: Sequence[NodeContext]) -> None:
-    """Give the nodes their memos for `book`, with their node-only results, as the next request would:
-    what a refresh ahead of requests does (after a metrics poll or a rules reload)."""
-    _memos(book.plan, nodes)
+def warm(prepared: Plan, nodes: Sequence[NodeContext]) -> None:
+    """Give the nodes their memos for a rule book (`prepared(book)`), with their node-only results, as the next
+    request would: what a refresh ahead of requests does (after a metrics poll or a rules reload)."""
+    _memos(prepared, nodes)
 
 
 def _memos(plan: Plan, nodes: Sequence[NodeContext]) -> Candidates:

@@ -1,7 +1,7 @@
 """The semantics both evaluations share (DESIGN.md §1), in one place: when a rule set applies, how a
 filter's result becomes a verdict and its reason, how a score's raw values become 0..10 and a node's score.
 
-`rulesched.rules.reference` (the plain evaluation, the tests' oracle) and `rulesched.rules.engine` (the
+`rulesched.decide.reference` (the plain evaluation, the tests' oracle) and `rulesched.decide.fast.engine` (the
 fast path) both build their Decisions with these, so that they cannot drift apart; neither imports the
 other.
 """
@@ -12,9 +12,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rulesched.decide.decision import Decision, NodeDecision, RuleError
 from rulesched.rules.cel import CelEvalError, Engine, Program
 from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet
-from rulesched.rules.decision import Decision, NodeDecision, RuleError
 
 MAX_SCORE = 10
 """kube-scheduler's MaxExtenderPriority."""

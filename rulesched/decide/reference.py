@@ -1,8 +1,8 @@
 """The reference evaluator: the rules' semantics written as plainly as possible. No I/O, no caches.
 
-`rulesched.rules.engine.evaluate` gives the same Decision faster (DESIGN.md §4); this one is what it
+`rulesched.decide.fast.engine.evaluate` gives the same Decision faster (DESIGN.md §4); this one is what it
 is tested against (tests/test_fast_path.py), and is never used to answer a request. The semantics both
-share (applies, reject, normalize, …) live in `rulesched.rules.semantics`.
+share (applies, reject, normalize, …) live in `rulesched.decide.semantics`.
 
 Semantics (DESIGN.md §1): a rule set applies when all its match conditions hold; a node passes when
 every Enforce filter of every applying rule set is true; Audit rules are evaluated and reported but
@@ -17,12 +17,8 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rulesched.rules.book import RuleBook
-from rulesched.rules.cel import Engine
-from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet, CompiledScore
-from rulesched.rules.context import NodeContext
-from rulesched.rules.decision import Decision, FilterResult, NodeDecision, RuleError, ScoreResult
-from rulesched.rules.semantics import (
+from rulesched.decide.decision import Decision, FilterResult, NodeDecision, RuleError, ScoreResult
+from rulesched.decide.semantics import (
     MAX_SCORE,
     MESSAGE_MAX,
     applies,
@@ -33,7 +29,11 @@ from rulesched.rules.semantics import (
     reject,
     round_score,
 )
-from rulesched.rules.verbs import Call
+from rulesched.decide.verbs import Call
+from rulesched.rules.book import RuleBook
+from rulesched.rules.cel import Engine
+from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet, CompiledScore
+from rulesched.rules.context import NodeContext
 from rulesched.rules.vocabulary import DERIVED, node_values, request_values
 
 __all__ = ["MAX_SCORE", "MESSAGE_MAX", "evaluate", "normalize", "round_score"]

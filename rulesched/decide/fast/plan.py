@@ -28,12 +28,12 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from rulesched.decide.decision import NodeDecision
+from rulesched.decide.fast.outcomes import Applying, Errors, FailedVerdict, Kind, NodeOutcome, ScoreOutcome
 from rulesched.rules.cel import CelCompileError, Engine, Program
 from rulesched.rules.cel.analysis import Path
 from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet, CompiledScore, Paths
 from rulesched.rules.context import Change, NodeContext
-from rulesched.rules.decision import NodeDecision
-from rulesched.rules.outcomes import Applying, Errors, FailedVerdict, Kind, NodeOutcome, ScoreOutcome
 from rulesched.rules.vocabulary import (
     DERIVED,
     NAMES,
@@ -297,9 +297,11 @@ def _values(read: Iterable[Name], sources: Sequence[Paths]) -> Values[Any]:
 class Plan:
     """The book's rules classified, with the caches shared by every request against this book."""
 
-    def __init__(self, rule_sets: Sequence[CompiledRuleSet], engine: Engine) -> None:
+    def __init__(self, rule_sets: Sequence[CompiledRuleSet], engine: Engine, generation: int = 1) -> None:
         self.rule_sets = rule_sets
         self.engine = engine
+        self.generation = generation
+        """The rule book's generation, which its Decisions carry."""
         self.filters: list[list[Rule]] = []
         self.scores: list[list[Rule]] = []
         self.node_only: list[Rule] = []

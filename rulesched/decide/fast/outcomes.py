@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from rulesched.rules.decision import FilterResult, NodeDecision, RuleError
+from rulesched.decide.decision import FilterResult, NodeDecision, RuleError
 
 
 class FilterOutcome(NamedTuple):
