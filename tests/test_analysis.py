@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rulesched.decide.fast.plan import trim
+from rulesched.decide.fast.keys import trim
 from rulesched.rules.cel import CelEvalError, Engine
 from rulesched.rules.cel.analysis import PRESENT, paths, paths_of, reads
 from rulesched.rules.vocabulary import CONTEXT_NAMES

@@ -1,4 +1,4 @@
-"""The layering of DESIGN.md §2, enforced: import directions, the seams between parts, one owner per library."""
+"""The layering of docs/architecture.md, enforced: import directions, the seams between parts, one owner per library."""
 
 from __future__ import annotations
 

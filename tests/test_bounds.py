@@ -176,7 +176,7 @@ scores:
 @pytest.mark.parametrize("verb", [Verb.FILTER, Verb.PRIORITIZE], ids=["filter", "prioritize"])
 def test_a_call_the_caches_answer_needs_no_evaluation_and_gets_the_same_answer(tmp_path: Path, verb: Verb) -> None:
     from rulesched.decide.fast import evaluate, prepared
-    from rulesched.decide.fast.plan import NeedsEvaluationError, within
+    from rulesched.decide.fast.budget import NeedsEvaluationError, within
 
     book = load_spec(tmp_path, make_engine("cpp"), LOOKUP_SPEC)
     nodes = [make_context(make_node(f"node-{i}")) for i in range(3)]

@@ -1,4 +1,4 @@
-"""The semantics of rule evaluation (DESIGN.md §1), on both CEL engines.
+"""The semantics of rule evaluation (docs/rules/language.md), on both CEL engines.
 
 Each test loads a real rule file from tmp_path, evaluates it with real CEL and checks the Decision.
 """
@@ -712,7 +712,7 @@ def test_requests_are_computed_as_kube_scheduler_does(
     assert decision.nodes["node-a"].passed
 
 
-# Kubernetes CEL functions (DESIGN.md §1) and cel-go's string extensions, on both engines.
+# Kubernetes CEL functions (docs/rules/language.md) and cel-go's string extensions, on both engines.
 LIBRARY: list[str] = [
     "quantity('1Gi').isGreaterThan(quantity('1G'))",
     "quantity('1500m').asApproximateFloat() == 1.5",

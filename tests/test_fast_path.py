@@ -18,7 +18,7 @@ import pytest
 
 from rulesched.decide import reference
 from rulesched.decide.fast import evaluate, prepared
-from rulesched.decide.fast.plan import trim
+from rulesched.decide.fast.keys import trim
 from rulesched.decide.verbs import Call, Verb
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import ENGINE_NAMES, Engine, EngineName, make_engine

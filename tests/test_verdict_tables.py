@@ -14,8 +14,9 @@ from starlette.responses import Response
 from rulesched.decide import reference
 from rulesched.decide.decision import Decision, NodeDecision, RuleError
 from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.fast.budget import NeedsEvaluationError, within
 from rulesched.decide.fast.outcomes import Kind, Made, PositionedError
-from rulesched.decide.fast.plan import NeedsEvaluationError, Verdicts, within
+from rulesched.decide.fast.tables import Verdicts
 from rulesched.decide.verbs import Call, Verb
 from rulesched.extender import wire
 from rulesched.extender.routes import JsonResponse

@@ -1,10 +1,10 @@
 """The reference evaluator: the rules' semantics written as plainly as possible. No I/O, no caches.
 
-`rulesched.decide.fast.engine.evaluate` gives the same Decision faster (DESIGN.md §4); this one is what it
-is tested against (tests/test_fast_path.py), and is never used to answer a request. The semantics both
-share (applies, reject, normalize, …) live in `rulesched.decide.semantics`.
+`rulesched.decide.fast.evaluate` gives the same Decision faster, from caches (docs/architecture.md, "The
+caches"); this one is what it is tested against (tests/test_fast_path.py), and is never used to answer a
+request. The semantics both share (applies, reject, normalize, …) live in `rulesched.decide.semantics`.
 
-Semantics (DESIGN.md §1): a rule set applies when all its match conditions hold; a node passes when
+Semantics (docs/rules/language.md): a rule set applies when all its match conditions hold; a node passes when
 every Enforce filter of every applying rule set is true; Audit rules are evaluated and reported but
 change nothing. Each score rule is normalized over the candidates (MinMax to 0..10, or Clamp) and the
 node's score is the weighted mean, rounded to an integer 0..10. Each rule runs over all candidates

@@ -1,4 +1,4 @@
-"""The semantics both evaluations share (DESIGN.md §1), in one place: when a rule set applies, how a
+"""The semantics both evaluations share (docs/rules/language.md), in one place: when a rule set applies, how a
 filter's result becomes a verdict and its reason, how a score's raw values become 0..10 and a node's score.
 
 `rulesched.decide.reference` (the plain evaluation, the tests' oracle) and `rulesched.decide.fast.engine` (the
@@ -8,8 +8,10 @@ other.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rulesched.decide.decision import Decision, NodeDecision, RuleError
@@ -76,9 +78,18 @@ def filter_message(rule: CompiledFilter, binding: Any, program: Program | None =
     return rule.message
 
 
+def round_scores(totals: Iterable[float], weights: float) -> Iterator[int]:
+    """Each node's score from its weighted total: the mean over `weights` rounded half up, within 0..MAX_SCORE;
+    rounded to 9 places first so that 4.4999999999 (float noise) is 5. C-level passes: the fast path scores
+    every candidate with it."""
+    means = map(round, map(operator.truediv, totals, itertools.repeat(weights)), itertools.repeat(9))
+    rounded = map(math.floor, map(operator.add, means, itertools.repeat(0.5)))
+    return map(min, itertools.repeat(MAX_SCORE), map(max, itertools.repeat(0), rounded))
+
+
 def round_score(mean: float) -> int:
-    """Half up, as the design says; rounded to 9 places first so that 4.4999999999 (float noise) is 5."""
-    return min(MAX_SCORE, max(0, math.floor(round(mean, 9) + 0.5)))
+    """`round_scores` of one mean (a total over a weight of 1)."""
+    return next(round_scores((mean,), 1.0))
 
 
 def not_number(result: Any) -> str | None:

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Hashable, Sequence
 
 from rulesched.decide.fast import evaluate, prepared, warm
-from rulesched.decide.fast.plan import NeedsEvaluationError, within
+from rulesched.decide.fast.budget import NeedsEvaluationError, within
 from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.routes import Extender

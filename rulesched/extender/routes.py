@@ -34,7 +34,7 @@ from rulesched.cluster import Cluster
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.decide.decision import Decision
 from rulesched.decide.fast import evaluate, prepared
-from rulesched.decide.fast.plan import NeedsEvaluationError, within
+from rulesched.decide.fast.budget import NeedsEvaluationError, within
 from rulesched.decide.verbs import Call, Verb
 from rulesched.extender import wire
 from rulesched.extender.answered import Answered, Idle

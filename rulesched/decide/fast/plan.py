@@ -1,49 +1,46 @@
-"""How the fast engine evaluates one RuleBook: what each rule depends on, and the caches that follow.
+"""How the fast path evaluates one RuleBook: what each rule depends on, and the caches that follow
+(docs/architecture.md, "The caches").
 
-DESIGN.md §4. A rule reading only `node`, `metrics` and `allocatable` (node-only) has one result per
-node version and rule book, computed the first time the node is a candidate and kept in the node's
-memo (`NodeMemo`, one per node context, owned by the plan). A rule reading `pod`, `requests` or `now`
-(per pod) is evaluated per pod, memoized by a key made of exactly the pod fields that rule reads
-(`PodRequest.rule_key`), so replicas of a workload, and pods alike in those fields, are lookups. Each
-node's engine values are converted once per version, trimmed to the node fields the rules read, and
-per-pod rules are bound to the pod (`Program.bind`) so that these per-node values serve every pod.
-Nodes that look the same to a per-pod rule (equal projections: the same zone label, say) share one
-evaluation, so a pod never seen before costs one evaluation per distinct projection, not per node.
-
-Verdicts are kept in tables by key (`Verdicts`: a filter key, a prioritize key), each a verdict per node
-context; a filter verdict names no node, so the nodes that fare alike share one. A newer context of a
-node takes its previous one's entries over where they hold (`Plan.keep`), and a call's verdicts are one
-lookup per candidate.
+A rule reading no request-side name (`rules/vocabulary.py`) is node-only: it has one result per node
+context and rule book, computed the first time the node is a candidate and kept in the node's memo
+(`memos.py`). A rule reading `pod`, `requests`, `namespaceObject` or `now` is per pod, memoized by a key
+made of exactly what it reads of them (`keys.py`), so replicas of a workload, and pods alike there, are
+lookups; it runs over each node's converted values, bound to the pod (`Program.bind`) when many nodes
+differ, and nodes that look the same to it share one evaluation (`groups.py`). Verdicts are kept in tables
+by key (`tables.py`), a verdict per node context; a newer context of a node takes its previous one's
+entries over where they hold (`Plan.keep`), so that a call's verdicts are one lookup per candidate.
 """
 
 from __future__ import annotations
 
 import datetime
 import itertools
-import json
 import math
-import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from rulesched.decide.decision import NodeDecision
-from rulesched.decide.fast.outcomes import Applying, Errors, FailedVerdict, Kind, NodeOutcome, ScoreOutcome
+from rulesched.decide.fast.budget import WORK_BIND, WORK_MEMO, WORK_POD, evaluation_work, work
+from rulesched.decide.fast.keys import PodRequest, key_of, trim
+from rulesched.decide.fast.memos import MEMOS_KEPT, NO_MEMO, NodeMemo
+from rulesched.decide.fast.outcomes import (
+    Applying,
+    NodeOutcome,
+    ScoreOutcome,
+)
+from rulesched.decide.fast.rule import Rule, Values, values_read
+from rulesched.decide.fast.tables import Verdicts, move, remember, table_in
 from rulesched.rules.cel import CelCompileError, Engine, Program
-from rulesched.rules.cel.analysis import Path
-from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet, CompiledScore, Paths
+from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet, CompiledScore
 from rulesched.rules.context import Change, NodeContext
 from rulesched.rules.vocabulary import (
     DERIVED,
     NAMES,
     NODE_SIDE,
-    NODE_SIDES,
     PER_POD,
     SAMPLE,
     TIME,
     Key,
-    Name,
     NodeReader,
     RequestReader,
     Side,
@@ -51,247 +48,21 @@ from rulesched.rules.vocabulary import (
 
 BOUND_KEPT = 256
 """Programs bound to a pod kept per plan (each a compiled expression: a few kilobytes)."""
+
 APPLYING_KEPT = 1024
 """Pod keys whose applying rule sets are kept per plan."""
-NODE_MEMO_KEPT = 8
-"""Per node, how many pod keys keep their per-pod results."""
-TABLES_KEPT = 8
-"""Verdict tables kept per plan, for filter and for prioritize each: one per filter key (the applying rule
-sets and the pod fields the filters read; filter verdicts are shared by the nodes that fare alike) or
-prioritize key (the same, and each MinMax rule's range over the candidates), each holding a verdict per
-node context."""
+
 INTERNED_KEPT = 4096
 """Interned outcomes and memo keys per plan; the table is cleared when full."""
+
 SIGNATURES_KEPT = 64
 """Node signature tables per plan: one per set of node-only filters a filter key runs (its rule sets')."""
-MEMOS_KEPT = 20_000
-"""Node memos per plan: one per node name (a new context of a node replaces the memo of its previous
-one), so this only bounds the names of nodes that went away; the oldest are forgotten first."""
 
-_PROJECTIONS = json.JSONEncoder(default=str)
 _tokens = itertools.count(1)
+
 _signatures = itertools.count(1)
-K = TypeVar("K", bound=Hashable)
+
 H = TypeVar("H", bound=Hashable)
-V = TypeVar("V")
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """A filter or score of the book, where it stands in evaluation order and what it depends on."""
-
-    position: int
-    """Filters of every rule set in book order, then scores: the order errors are reported in."""
-    rule_set: str
-    compiled: CompiledFilter | CompiledScore
-    per_pod: bool
-    reads_now: bool
-    slot: int
-    """Index among the book's node-only rules (their cached results), or -1 for a per-pod rule."""
-    work: float
-    """The estimated microseconds of one evaluation (`evaluation_work`)."""
-    pod_key: tuple[tuple[str, frozenset[Path] | None], ...]
-    """The request-side names the rule reads that its pod key holds, each with the fields it reads of it
-    (None: the whole value): `PodRequest.rule_key`."""
-    node_key: tuple[tuple[NodeReader, frozenset[Path]], ...]
-    """How each node-side name the rule reads is read off a node context, and the fields it reads of it:
-    `projection`."""
-
-    @property
-    def min_max(self) -> bool:
-        """A score normalized MinMax: its range over the candidates counts."""
-        return isinstance(self.compiled, CompiledScore) and self.compiled.normalize == "MinMax"
-
-
-@dataclass(slots=True, eq=False)
-class NodeMemo:
-    """What the plan keeps for one NodeContext: its engine values and every result found for it.
-
-    Compared by identity, like the contexts it is kept for."""
-
-    values: Mapping[str, object]
-    """The node's values converted for the engine, by context name."""
-    bindings: object = None
-    """Engine bindings of `values`, kept once a per-pod rule has run on this node (see `node_bindings`)."""
-    node_only: list[NodeOutcome] | None = None
-    """By slot, each node-only rule's outcome (`Rule.slot`)."""
-    per_pod: dict[tuple[int, Hashable], ScoreOutcome] = field(default_factory=dict)
-    """By per-pod score rule position and pod key (`PodRequest.rule_key`), the rule's outcome."""
-    carried: list[NodeOutcome | None] | None = None
-    """A memo made again after a new metrics sample (`Plan.resampled`): the node-only results taken over
-    from the previous memo, None for each rule that reads `metrics`, until they are complete (`node_only`)."""
-    resampled: bool = False
-    """Made by `Plan.resampled`: the filter verdicts of the previous memo hold when no filter reads `metrics`."""
-
-
-@dataclass(slots=True)
-class PodRequest:
-    """The per-pod side of one evaluation: plain values to bind, and the key that identifies them."""
-
-    values: Mapping[str, Any]
-    key: str
-    now: datetime.datetime
-    rule_keys: dict[int, str] = field(default_factory=dict, compare=False)
-    """By rule position: `rule_key`'s, made once per request."""
-
-    def key_for(self, reads_now: bool) -> Hashable:
-        return (self.key, self.now) if reads_now else self.key
-
-    def rule_key(self, rule: Rule) -> Hashable:
-        """What identifies this pod to one per-pod rule: exactly the pod fields, requests and namespace
-        fields that rule reads (and the time, when it reads it). Two pods alike there get the same results
-        from it, whatever else differs (a new namespace, say, that only a match condition reads)."""
-        key = self.rule_keys.get(rule.position)
-        if key is None:
-            values = self.values
-            parts = [values.get(n) if paths is None else trim(values.get(n), paths) for n, paths in rule.pod_key]
-            key = self.rule_keys[rule.position] = key_of(parts)
-        return (key, self.now) if rule.reads_now else key
-
-
-class NeedsEvaluationError(Exception):
-    """Raised under `within()` where an evaluation would compute more than it may (`within(0)`: anything but a
-    lookup in the caches)."""
-
-
-WORK_EVALUATION = 20.0
-"""Estimated microseconds of one CEL evaluation of a cheap expression, its bindings made (measured: 5-15)."""
-WORK_COST = 0.02
-"""Estimated microseconds per unit of an expression's estimated worst-case cost (docs/rules/cost.md)."""
-WORK_NODE = 1.0
-"""Estimated microseconds of Python per candidate whose verdict is made or kept (measured: about 0.5)."""
-WORK_POD = 50.0
-"""Estimated microseconds to convert a pod's values for the engine (measured: 10-30 for a trimmed pod)."""
-WORK_MEMO = 80.0
-"""Estimated microseconds to make a node's memo: its values converted for the engine (measured: about 40),
-before its node-only rules run."""
-WORK_PROJECTION = 10.0
-"""Estimated microseconds to make a node's projection for a per-pod rule (measured: about 5)."""
-WORK_BIND = 500.0
-"""Estimated microseconds to compile a program bound to a pod's values (measured: about 400)."""
-
-
-def evaluation_work(cost: int) -> float:
-    """The estimated microseconds of one evaluation of an expression of estimated worst-case `cost`."""
-    return WORK_EVALUATION + cost * WORK_COST
-
-
-class _Mode(threading.local):
-    budget: float | None = None
-    """Estimated microseconds of work evaluations may still do, in `within()`; None: no bound."""
-
-
-_mode = _Mode()
-
-
-class within:  # noqa: N801  (used as a function: `with within(budget):`)
-    """Evaluations in this block may compute about `budget` microseconds of estimated work (`work`), from the
-    rules' estimated costs: before a step that would go past it they raise `NeedsEvaluationError`, so that
-    what they kept in the caches is only complete results. The extender evaluates a call within its
-    `--loop-work` on its event loop, and runs the others in its evaluation thread. (A class, not a
-    generator: entered on every call the extender answers.)"""
-
-    __slots__ = ("budget",)
-
-    def __init__(self, budget: float) -> None:
-        self.budget = budget
-
-    def __enter__(self) -> None:
-        _mode.budget = self.budget
-
-    def __exit__(self, *failure: object) -> None:
-        _mode.budget = None
-
-
-def work(estimate: float = math.inf) -> None:
-    """Called where an evaluation is about to compute about `estimate` microseconds (unknown: infinite);
-    raises within a budget it would go past."""
-    budget = _mode.budget
-    if budget is not None:
-        if estimate > budget:
-            raise NeedsEvaluationError
-        _mode.budget = budget - estimate
-
-
-def remember(cache: dict[K, V], key: K, value: V, kept: int) -> V:
-    """Store `value`, forgetting the oldest entries beyond `kept` (dicts keep insertion order)."""
-    cache[key] = value
-    while len(cache) > kept:
-        del cache[next(iter(cache))]
-    return value
-
-
-def trim(value: Any, paths: Iterable[Path]) -> Any:
-    """`value` keeping only what the field `paths` reach; anything not a map is kept whole."""
-    return _trimmed(value, _tree(paths))
-
-
-Tree = dict[str, "Tree | None"]
-"""Field paths as a tree: each field read, and what is read under it (None: all of it)."""
-_TREES: dict[object, Tree | None] = {}
-_TREES_KEPT = 1024
-"""Field path sets whose trees are kept (a rule book has a few per rule); all forgotten when full."""
-
-
-def _tree(paths: Iterable[Path]) -> Tree | None:
-    """`paths` as a tree, made once per set of paths (`trim` runs for every request's pod)."""
-    try:
-        return _TREES[paths]
-    except KeyError:
-        if len(_TREES) >= _TREES_KEPT:
-            _TREES.clear()
-        tree = _TREES[paths] = _tree_of(paths)
-        return tree
-    except TypeError:  # not hashable (a list, say): not kept
-        return _tree_of(paths)
-
-
-def _tree_of(paths: Iterable[Path]) -> Tree | None:
-    selected = list(paths)
-    if () in selected:
-        return None
-    by_field: dict[str, list[Path]] = {}
-    for path in selected:
-        by_field.setdefault(path[0], []).append(path[1:])
-    return {name: _tree_of(rest) for name, rest in by_field.items()}
-
-
-def _trimmed(value: Any, tree: Tree | None) -> Any:
-    if tree is None or not (type(value) is dict or isinstance(value, Mapping)):
-        return value
-    return {name: _trimmed(value[name], rest) for name, rest in tree.items() if name in value}
-
-
-def key_of(parts: list[object]) -> str:
-    """A key for JSON-like values: equal keys only for equal values (`repr` tells 1 from True and from "1",
-    and a float's is exact); equal values in another key order may get another key, which only misses."""
-    return repr(parts)
-
-
-def projection(rule: Rule, node: NodeContext) -> bytes:
-    """Exactly the node-side values `rule` reads, as bytes: nodes with equal projections get equal results.
-
-    Key order is kept (not sorted): a rule iterating a map sees its order."""
-    return _PROJECTIONS.encode([trim(read(node), paths) for read, paths in rule.node_key]).encode()
-
-
-def _union(paths: Iterable[Paths], name: str) -> frozenset[Path]:
-    return frozenset().union(*(p.get(name, frozenset()) for p in paths))
-
-
-Reader = TypeVar("Reader", NodeReader, RequestReader)
-Values = tuple[tuple[str, Reader, frozenset[Path] | None], ...]
-"""Names, each with how its value is read and the fields read of it (None: all of it)."""
-
-
-def _values(read: Iterable[Name], sources: Sequence[Paths]) -> Values[Any]:
-    """Each name of `read` with its reader, and the fields `sources` read of it when it is trimmed (else None)."""
-    found = []
-    for entry in read:
-        reader = entry.read_node if entry.side in NODE_SIDES else entry.read_request
-        assert reader is not None
-        found.append((entry.name, reader, _union(sources, entry.name) if entry.trimmed else None))
-    return tuple(found)
 
 
 class Plan:
@@ -314,7 +85,7 @@ class Plan:
         per_pod = [r.compiled for group in (*self.filters, *self.scores) for r in group if r.per_pod]
         conditions = [c for rs in rule_sets for c in rs.conditions]
         node_side = [e for e in NODE_SIDE if any(e.name in r.reads for r in rules)]
-        self.node_values: Values[NodeReader] = _values(node_side, [r.paths for r in rules])
+        self.node_values: Values[NodeReader] = values_read(node_side, [r.paths for r in rules])
         """The node-side names the book reads, how each is read off a node context, and the fields the book reads
         of it (None: all of it): only those are converted for the engine (rules that read none pay nothing)."""
         self.node_pods = [e.name for e in node_side if e.side is Side.NODE_PODS]
@@ -323,7 +94,7 @@ class Plan:
         """The node-side names the book reads that change with a node's metrics sample."""
         sources = [*(r.paths for r in per_pod), *(c.paths for c in conditions)]  # a condition's paths: its reads
         read = [e for e in NAMES if e.read_request and any(e.name in paths for paths in sources)]
-        self.request_values: Values[RequestReader] = _values(read, sources)
+        self.request_values: Values[RequestReader] = values_read(read, sources)
         """The request-side names the book's per-pod rules and match conditions read, how each is read, and the
         fields they read of it (None: all of it)."""
         self.request_key = tuple(e.name for e in read if e.key in (Key.PROJECTED, Key.WHOLE))
@@ -525,9 +296,9 @@ class Plan:
         for verdicts in self.score_tables.values():
             verdicts.move(previous, node, same)
         for position, table in self.projections.items():
-            _move(table, previous, node, same or (resampled and position not in self.sample_positions))
+            move(table, previous, node, same or (resampled and position not in self.sample_positions))
         for signatures in self.signatures.values():
-            _move(signatures, previous, node, same)
+            move(signatures, previous, node, same)
         for low, high in self.ranges.values():
             low.pop(previous, None)
             high.pop(previous, None)
@@ -558,83 +329,13 @@ class Plan:
 
     def filter_table(self, key: str) -> Verdicts:
         """The filter verdicts kept under `key` (made empty when there are none)."""
-        return _table(self.filter_tables, key)
+        return table_in(self.filter_tables, key)
 
     def score_table(self, key: str) -> Verdicts:
         """The prioritize verdicts kept under `key` (made empty when there are none)."""
-        return _table(self.score_tables, key)
+        return table_in(self.score_tables, key)
 
     def key(self, *parts: Hashable) -> str:
         """A memo key: one string per distinct value (interned), so that a memo's last verdict is found
         by identity, and a dictionary lookup hashes it once (strings keep their hash)."""
         return self.interned(repr((self.token, *parts)))
-
-
-class Verdicts(dict[NodeContext, NodeDecision]):
-    """One key's verdicts, by node context, and what a Decision needs besides: the errors of the nodes that
-    have some, and the filters each verdict failed. Looked up with `map(verdicts.get, nodes)`; a verdict
-    is shared by the nodes that fare alike (filters), so the failed filters are counted per verdict."""
-
-    __slots__ = ("errors", "failed")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.errors: dict[NodeContext, Errors] = {}
-        """The nodes whose verdicts have errors (rare): their errors."""
-        self.failed: dict[int, FailedVerdict] = {}
-        """By `id` of a verdict that failed filters: the verdict (kept alive, so the id stays its) and them."""
-
-    def put_all(self, nodes: Sequence[NodeContext], verdicts: Sequence[NodeDecision], kinds: Iterable[Kind]) -> None:
-        """Keep the verdicts of `nodes` (none kept yet), side by side; `kinds`: each distinct verdict with its
-        errors and failed filters, after the index of a node that has it (a verdict with errors names its
-        node: it is that node's alone)."""
-        self.update(zip(nodes, verdicts, strict=True))
-        for at, (verdict, errors, failed) in kinds:
-            if errors:
-                self.errors[nodes[at]] = errors
-            if failed and id(verdict) not in self.failed:
-                if len(self.failed) > 2 * len(self) + 64:  # verdicts no node has any more: keep those still had
-                    kept = set(map(id, self.values()))
-                    self.failed = {key: found for key, found in self.failed.items() if key in kept}
-                self.failed[id(verdict)] = FailedVerdict(verdict, failed)
-
-    def move(self, previous: NodeContext, node: NodeContext, holds: bool) -> None:
-        """`previous`'s verdict, and its errors, become `node`'s when they `hold` for it; dropped either way."""
-        if self.errors:
-            _move(self.errors, previous, node, holds and previous in self)
-        _move(self, previous, node, holds)
-
-
-def _table(tables: OrderedDict[str, Verdicts], key: str) -> Verdicts:
-    """The table kept under `key` in `tables`, made empty when there is none; the least recently used is
-    dropped beyond `TABLES_KEPT`."""
-    table = tables.get(key)
-    if table is None:
-        table = tables[key] = Verdicts()
-        while len(tables) > TABLES_KEPT:
-            tables.popitem(last=False)
-    elif next(reversed(tables)) is not key:
-        tables.move_to_end(key)
-    return table
-
-
-def _move(table: dict[NodeContext, V], previous: NodeContext, node: NodeContext, holds: bool) -> None:
-    """`previous`'s entry in `table` becomes `node`'s when it `holds` for it; it is dropped either way."""
-    found = table.pop(previous, None)
-    if holds and found is not None:
-        table[node] = found
-
-
-NO_MEMO = NodeMemo({})
-"""The memo of a node no plan has seen: it keeps nothing."""
-
-
-def node_bindings(plan: Plan, memo: NodeMemo, *, keep: bool) -> object:
-    """The node's engine bindings. Kept only when asked: cel-cpp's activation caches what it converts
-    (about 8 KB a node), worth it for the nodes per-pod rules run on, not for every node in the cache."""
-    if memo.bindings is not None:
-        return memo.bindings
-    made = plan.engine.bindings(memo.values)
-    if keep:
-        memo.bindings = made
-    return made

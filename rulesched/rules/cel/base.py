@@ -4,7 +4,7 @@
 Python, the portable reference). Both give the same results on the conformance table in
 `tests/test_cel_conformance.py`; where an engine strays from the CEL spec the adapter corrects it.
 
-Rule expressions read the context variables of DESIGN.md §1. A rule set's `variables` are compiled
+Rule expressions read the context variables of docs/rules/language.md. A rule set's `variables` are compiled
 into each program that reads them, so a program is self-contained: callers evaluate it against one
 node's bindings and get a plain Python value (or a `CelEvalError`) back. `Program.bind` fixes the
 per-pod names of a program, so that per-node bindings can be cached and shared by every pod.
