@@ -1,4 +1,4 @@
-"""What a filter or prioritize call does once its answer is sent (`routes.AfterAnswer`)."""
+"""What a filter or prioritize call does once its answer is sent (`after.AfterAnswer`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from rulesched.extender.routes import AfterAnswer
+from rulesched.extender.after import AfterAnswer
 
 
 def test_the_steps_run_in_order_a_failing_one_is_logged_and_the_collector_is_on_again(
@@ -24,7 +24,7 @@ def test_the_steps_run_in_order_a_failing_one_is_logged_and_the_collector_is_on_
     after = AfterAnswer(garbage, [lambda: ran.append("first"), failing, lambda: ran.append("last")])
     gc.disable()  # as while the call was answered
     try:
-        with caplog.at_level(logging.ERROR, logger="rulesched.extender.routes"):
+        with caplog.at_level(logging.ERROR, logger="rulesched.extender.after"):
             asyncio.run(after())
         assert gc.isenabled()
     finally:

@@ -20,7 +20,7 @@ from rulesched.cluster import Cluster
 from rulesched.cluster.pods import PodIndex
 from rulesched.decide.decision import Decision, NodeDecision
 from rulesched.extender.observe import Observer
-from rulesched.extender.routes import Extender
+from rulesched.extender.state import Extender
 from rulesched.rules.cel import make_engine
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings

@@ -19,7 +19,7 @@ from rulesched.decide.fast.outcomes import Kind, Made, PositionedError
 from rulesched.decide.fast.tables import Verdicts
 from rulesched.decide.verbs import Call, Verb
 from rulesched.extender import wire
-from rulesched.extender.routes import JsonResponse
+from rulesched.extender.responses import JsonResponse
 from rulesched.extender.wire import host_priority_list
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext

@@ -27,7 +27,7 @@ from rulesched.decide.fast import evaluate, prepared, warm
 from rulesched.decide.fast.budget import NeedsEvaluationError, within
 from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.metrics import Metrics
-from rulesched.extender.routes import Extender
+from rulesched.extender.state import Extender
 
 log = logging.getLogger(__name__)
 
