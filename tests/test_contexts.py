@@ -167,7 +167,7 @@ def test_a_pod_event_keeps_the_results_of_rules_that_read_no_pods(tmp_path: Path
         book = load_rule_book([directory], make_engine("cpp"))
         before = contexts.for_names(names)[0]
         evaluate(prepared(book), Call(make_pod(), before))
-        memo = prepared(book).memo_of[before[0]]
+        memo = prepared(book).caches.memo_of[before[0]]
         bound = make_pod(name="other")
         bound["metadata"]["uid"] = "uid-other"
         bound["spec"]["nodeName"] = "k8s-node1"
@@ -177,8 +177,8 @@ def test_a_pod_event_keeps_the_results_of_rules_that_read_no_pods(tmp_path: Path
         assert after[0] is not before[0]
         assert after[0].pods.allocated["pods"] == 1.0
         assert evaluate(prepared(book), Call(make_pod(), after)).nodes["k8s-node1"].passed
-        assert (prepared(book).memo_of[after[0]] is memo) is kept
-        assert before[0] not in prepared(book).memo_of, "the plan keeps one memo per node name"
+        assert (prepared(book).caches.memo_of[after[0]] is memo) is kept
+        assert before[0] not in prepared(book).caches.memo_of, "the plan keeps one memo per node name"
 
 
 def test_the_plan_keeps_one_memo_per_node_name(tmp_path: Path) -> None:
@@ -195,7 +195,7 @@ def test_the_plan_keeps_one_memo_per_node_name(tmp_path: Path) -> None:
         bound["spec"]["nodeName"] = names[i % 2]
         index.apply("ADDED", bound)
         assert evaluate(prepared(book), Call(make_pod(), contexts.for_names(names)[0])).nodes[names[i % 2]].passed
-    assert len(prepared(book).memo_of) == 2
+    assert len(prepared(book).caches.memo_of) == 2
 
 
 NODES = ["node-a", "node-b", "node-c", "node-d", "node-e"]
@@ -234,14 +234,14 @@ def test_a_new_metrics_sample_recomputes_exactly_what_reads_metrics(
     assert metrics.poll()
     before = contexts.for_names(NODES)[0]
     evaluate(prepared(book), Call(pod, before))
-    old = prepared(book).memo_of[before[0]]
-    (old_verdict,) = [table[before[0]] for table in prepared(book).filter_tables.values()]
+    old = prepared(book).caches.memo_of[before[0]]
+    (old_verdict,) = [table[before[0]] for table in prepared(book).caches.filter_tables.values()]
     api.set_usage("node-a", "3", "1Gi")
     assert metrics.poll()
     after = contexts.for_names(NODES)[0]
     for verb in (Verb.FILTER, Verb.PRIORITIZE, Verb.EXPLAIN):
         assert evaluate(prepared(book), Call(pod, after, verb)) == reference.evaluate(book, Call(pod, after, verb))
-    new = prepared(book).memo_of[after[0]]
+    new = prepared(book).caches.memo_of[after[0]]
     assert after[0] is not before[0]
     assert after[0].metrics["cpu"]["usage"] == 3.0
     assert new.values["node"] is old.values["node"], "the node was converted again"
@@ -251,6 +251,6 @@ def test_a_new_metrics_sample_recomputes_exactly_what_reads_metrics(
     assert isinstance(new_score, ScoreOutcome)
     assert isinstance(old_score, ScoreOutcome)
     assert (new_score.raw, old_score.raw) == (-3.0, -0.25), "the score reading metrics did not run"
-    (new_verdict,) = [table[after[0]] for table in prepared(book).filter_tables.values()]
+    (new_verdict,) = [table[after[0]] for table in prepared(book).caches.filter_tables.values()]
     assert (new_verdict is old_verdict) is (filters == LABELLED), "filter verdicts taken over only when they hold"
     assert evaluate(prepared(book), Call(pod, after, Verb.FILTER)).nodes["node-a"].passed is (filters == LABELLED)

@@ -20,6 +20,7 @@ from typing import Any, cast
 from rulesched.decide import semantics
 from rulesched.decide.decision import Decision, NodeDecision, RuleError, ScoreResult
 from rulesched.decide.fast.budget import WORK_NODE, WORK_POD, work
+from rulesched.decide.fast.caches import APPLYING_KEPT
 from rulesched.decide.fast.collect import collect, error_kinds
 from rulesched.decide.fast.filters import filter_outcomes, firsts, for_node, verdict_of
 from rulesched.decide.fast.groups import FEW_GROUPS, Candidates, Grouped, Results, full_bindings, groups_of
@@ -32,7 +33,7 @@ from rulesched.decide.fast.outcomes import (
     Kind,
     ScoreOutcome,
 )
-from rulesched.decide.fast.plan import APPLYING_KEPT, Plan
+from rulesched.decide.fast.plan import Plan
 from rulesched.decide.fast.rule import Rule
 from rulesched.decide.fast.scores import normalized_within, raw_range, score_outcome
 from rulesched.decide.fast.tables import remember
@@ -56,7 +57,7 @@ def evaluate(prepared: Plan, call: Call) -> Decision:
         decision = evaluation.run(call.nodes, call.verb, call.distinct, call.names)
     if expiry.expired:
         decision.deadline_exceeded = True
-        prepared.reset()
+        prepared.caches.reset()
     return decision
 
 
@@ -107,7 +108,7 @@ class Evaluation:
         own), memoized by pod key; their errors recorded."""
         plan, request = self.plan, self.request
         key = request.key_for(plan.conditions_read_now)
-        found = plan.applying.get(key)
+        found = plan.caches.applying.get(key)
         if found is None:
             work(plan.conditions_work)
             engine = plan.engine
@@ -115,7 +116,7 @@ class Evaluation:
             probe = Decision(generation=0, applied=[])
             indices = [i for i, rs in enumerate(plan.rule_sets) if semantics.applies(rs, engine, shared, probe)]
             names = [plan.rule_sets[i].name for i in indices]
-            found = remember(plan.applying, key, Applying(tuple(indices), names, probe.errors), APPLYING_KEPT)
+            found = remember(plan.caches.applying, key, Applying(tuple(indices), names, probe.errors), APPLYING_KEPT)
         if found.errors:
             self.decision.errors.extend(found.errors)
         return found.indices, list(found.names)
@@ -127,15 +128,15 @@ class Evaluation:
         scoring step may fill in. When every candidate has its verdict, this is one lookup per node."""
         plan, request = self.plan, self.request
         rules = [r for i in applying for r in plan.filters[i]]
-        key = plan.key(tuple(applying), *(request.rule_key(r) for r in rules if r.per_pod))
-        # The key holds the plan's token: a verdict kept before a `Plan.reset` finds nothing under it.
-        table = plan.filter_table(key)
+        key = plan.caches.key(tuple(applying), *(request.rule_key(r) for r in rules if r.per_pod))
+        # The key holds the plan's token: a verdict kept before a `Caches.reset` finds nothing under it.
+        table = plan.caches.filter_table(key)
         found: list[NodeDecision] = list(map(table.get, nodes))  # type: ignore[arg-type]  # None: checked below
         if not all(found):  # verdicts are true: only a missing one is false
             missing = list(itertools.compress(nodes, map(operator.not_, found)))
             work(WORK_NODE * len(missing))
             candidates = with_memos(plan, missing)
-            # Memos made now take over their previous context's verdicts when those hold (`Plan.keep`).
+            # Memos made now take over their previous context's verdicts when those hold (`Caches.keep`).
             taken = list(map(table.get, missing))
             if any(taken):
                 candidates = candidates.subset([i for i, hit in enumerate(taken) if hit is None])
@@ -160,7 +161,7 @@ class Evaluation:
         # node-only filters' outcomes of a node are named by its signature, kept by the plan.
         slots = tuple(rule.slot for rule in rules if not rule.per_pod)
         columns = {rule.position: self.per_pod_filter(rule, candidates) for rule in rules if rule.per_pod}
-        signatures = self.plan.signatures_of(slots, nodes, memos)
+        signatures = self.plan.caches.signatures_of(slots, nodes, memos)
         keys: Sequence[Hashable] = signatures
         if columns:
             keys = list(zip(signatures, *[list(map(id, column)) for column in columns.values()], strict=True))
@@ -180,7 +181,7 @@ class Evaluation:
         grouped = self.results(rule, compiled.program, "expression", candidates)
         message: Program | None = compiled.message_program if grouped.full else None
         if compiled.message_program is not None and not grouped.full and any(r is False for r in grouped.values):
-            message = plan.bound(compiled.message_program, rule, "message", request)
+            message = plan.caches.bound(compiled.message_program, rule, "message", request)
             if message is None:  # cannot be bound: the message runs against each node's full bindings
                 shared = self.pod_values()
                 results = Results(grouped.per_node().values, [full_bindings(plan, shared, m) for m in candidates.memos])
@@ -205,7 +206,7 @@ class Evaluation:
         plan, memos = self.plan, candidates.memos
         groups, representatives = groups_of(plan, rule, candidates)
         work(WORK_POD + rule.work * len(representatives))
-        bound = plan.bound(program, rule, kind, self.request) if len(representatives) > FEW_GROUPS else None
+        bound = plan.caches.bound(program, rule, kind, self.request) if len(representatives) > FEW_GROUPS else None
         if bound is not None:
             bindings = [node_bindings(plan.engine, memos[i], keep=True) for i in representatives]
             results = bound.evaluate_many(bindings)
@@ -227,7 +228,7 @@ class Evaluation:
         plan, request = self.plan, self.request
         ranges = tuple(self.range_of(rule, nodes) if rule.min_max else None for rule in rules)
         pods = tuple(request.rule_key(r) for r in rules if r.per_pod)
-        table = plan.score_table(plan.key("prioritize", tuple(r.position for r in rules), pods, ranges))
+        table = plan.caches.score_table(plan.caches.key("prioritize", tuple(r.position for r in rules), pods, ranges))
         found: list[NodeDecision] = list(map(table.get, nodes))  # type: ignore[arg-type]  # None: checked below
         if not all(found):
             missing = list(itertools.compress(nodes, map(operator.not_, found)))
@@ -246,7 +247,7 @@ class Evaluation:
         plan = self.plan
         if rule.per_pod:
             return raw_range(self.score_outcomes(rule, with_memos(plan, nodes)))
-        low, high = plan.ranges[rule.slot]
+        low, high = plan.caches.ranges[rule.slot]
         try:  # a node without its values kept fails the comparisons (None), once made they are kept
             least, most = min(map(low.get, nodes)), max(map(high.get, nodes))  # type: ignore[type-var]
         except TypeError:

@@ -31,7 +31,7 @@ def filter_outcomes(
     for name, result, binding in zip(names, results.values, results.bindings, strict=True):
         if result is True:
             if passed is None:
-                passed = plan.interned(_plain_outcome(rule, compiled, None))
+                passed = plan.caches.interned(_plain_outcome(rule, compiled, None))
             outcomes.append(passed)
         elif result is False:
             key = id(binding) if per_binding else 0
@@ -40,7 +40,7 @@ def filter_outcomes(
                 message = semantics.filter_message(compiled, binding, message_program)
                 outcome = shared.get(message)
                 if outcome is None:
-                    outcome = shared[message] = plan.interned(_plain_outcome(rule, compiled, message))
+                    outcome = shared[message] = plan.caches.interned(_plain_outcome(rule, compiled, message))
                 failed[key] = outcome
             outcomes.append(outcome)
         else:
@@ -76,7 +76,7 @@ def verdict_of(plan: Plan, rules: Sequence[Rule], outcomes: Sequence[FilterOutco
         if outcome.error is not None:
             errors.append(PositionedError(rule.position, outcome.error))
     failed = frozenset((f.rule_set, f.rule, f.enforce) for f in verdict.filters if f.outcome == "fail")
-    return Made(verdict, tuple(errors), plan.interned(failed))
+    return Made(verdict, tuple(errors), plan.caches.interned(failed))
 
 
 def for_node(outcome: FilterOutcome, name: str) -> FilterOutcome:

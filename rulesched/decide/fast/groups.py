@@ -62,13 +62,13 @@ def groups_of(plan: Plan, rule: Rule, candidates: Candidates) -> tuple[list[int]
     each group's representative: beyond `FEW_GROUPS` (the program then runs on the representatives' own
     bindings), a node that keeps its bindings when there is one, so that no new ones are made."""
     nodes, memos = candidates
-    table = plan.projections.setdefault(rule.position, {})
+    table = plan.caches.projections.setdefault(rule.position, {})
     keys: list[bytes | None] = list(map(table.get, nodes))
     if None in keys:
         work(WORK_PROJECTION * keys.count(None))
         for i, key in enumerate(keys):
             if key is None:  # interned: equal projections are one object, compared by identity below
-                keys[i] = table[nodes[i]] = plan.interned(projection(rule, nodes[i]))
+                keys[i] = table[nodes[i]] = plan.caches.interned(projection(rule, nodes[i]))
     indices = range(len(keys))
     representative = dict(zip(keys, indices, strict=True))
     if len(representative) > FEW_GROUPS:

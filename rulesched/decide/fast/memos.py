@@ -1,5 +1,5 @@
 """What the plan keeps per node context (`NodeMemo`): its engine values and every result found for it; one per
-node name (`MEMOS_KEPT`), replaced by the node's next context (`Plan.keep`).
+node name (`MEMOS_KEPT`), replaced by the node's next context (`Caches.keep`).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ class NodeMemo:
     per_pod: dict[tuple[int, Hashable], ScoreOutcome] = field(default_factory=dict)
     """By per-pod score rule position and pod key (`PodRequest.rule_key`), the rule's outcome."""
     carried: list[NodeOutcome | None] | None = None
-    """A memo made again after a new metrics sample (`Plan.resampled`): the node-only results taken over
+    """A memo made again after a new metrics sample (`Caches.resampled`): the node-only results taken over
     from the previous memo, None for each rule that reads `metrics`, until they are complete (`node_only`)."""
     resampled: bool = False
-    """Made by `Plan.resampled`: the filter verdicts of the previous memo hold when no filter reads `metrics`."""
+    """Made by `Caches.resampled`: the filter verdicts of the previous memo hold when no filter reads `metrics`."""
 
 
 NO_MEMO = NodeMemo({})

@@ -18,11 +18,11 @@ from rulesched.rules.context import NodeContext
 
 def with_memos(plan: Plan, nodes: Sequence[NodeContext]) -> Candidates:
     """Each node's memo for the plan; those made now get their node-only results first."""
-    memos, fresh = plan.memos(nodes)
+    memos, fresh = plan.caches.memos(nodes)
     if fresh:
         _node_only(plan, Candidates(nodes, memos).subset(fresh))
         for i in fresh:
-            plan.keep(nodes[i], memos[i])
+            plan.caches.keep(nodes[i], memos[i])
     return Candidates(nodes, memos)
 
 

@@ -46,7 +46,7 @@ Errors = tuple[PositionedError, ...]
 
 
 class Made(NamedTuple):
-    """A verdict as made, with its errors and the filters it failed (interned: `Plan.interned`), which
+    """A verdict as made, with its errors and the filters it failed (interned: `Caches.interned`), which
     `Decision.failures` counts: kept in `Verdicts`."""
 
     verdict: NodeDecision
