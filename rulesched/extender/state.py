@@ -9,7 +9,7 @@ import datetime
 import functools
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -101,11 +101,12 @@ class Extender:
         finally:
             self.evaluating -= 1
 
-    async def body(self, request: Request) -> bytes:
-        """The whole body, at most `--max-body-bytes`, arrived within `--body-timeout`."""
+    def body(self, request: Request) -> Coroutine[object, object, bytes]:
+        """The whole body, at most `--max-body-bytes`, arrived within `--body-timeout` (`read_body`'s coroutine,
+        awaited by the verb: no frame of its own)."""
         settings = self.settings
         arrived = bool(request.scope.get(BODY_ARRIVED))
-        return await read_body(request, settings.max_body_bytes, settings.body_timeout, arrived)
+        return read_body(request, settings.max_body_bytes, settings.body_timeout, arrived)
 
     def args(self, body: bytes) -> wire.ExtenderArgs:
         return wire.ExtenderArgs.parse(body, self.settings.max_candidates, self.texts)
