@@ -1,7 +1,7 @@
 """The reference evaluator: the rules' semantics written as plainly as possible. No I/O, no caches.
 
 `rulesched.decide.fast.evaluate` gives the same Decision faster, from caches (docs/architecture.md, "The
-caches"); this one is what it is tested against (tests/test_fast_path.py), and is never used to answer a
+caches"); this one is what it is tested against (tests/decide/test_fast_path.py), and is never used to answer a
 request. The semantics both share (applies, reject, normalize, …) live in `rulesched.decide.semantics`.
 
 Semantics (docs/rules/language.md): a rule set applies when all its match conditions hold; a node passes when

@@ -9,7 +9,7 @@ to a key (`'zone' in labels`) or to a field's presence (`has(node.spec.taints)`)
 The answer is conservative: a comprehension variable that shadows a context name (`exists(node, …)`)
 counts as a read, and an expression the grammar cannot parse reads every name whole (its compilation
 then reports the error, or a syntax only one engine has loses its caching). Over-reporting only costs
-caching opportunities; under-reporting would be a bug, which `tests/test_analysis.py` looks for by
+caching opportunities; under-reporting would be a bug, which `tests/rules/test_analysis.py` looks for by
 evaluating expressions on values trimmed to the paths found.
 """
 

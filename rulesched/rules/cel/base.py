@@ -2,7 +2,7 @@
 
 `cpp` is cel-expr-python (Google's C++ runtime, fast, the default); `celpy` is cel-python (pure
 Python, the portable reference). Both give the same results on the conformance table in
-`tests/test_cel_conformance.py`; where an engine strays from the CEL spec the adapter corrects it.
+`tests/rules/test_cel_conformance.py`; where an engine strays from the CEL spec the adapter corrects it.
 
 Rule expressions read the context variables of docs/rules/language.md. A rule set's `variables` are compiled
 into each program that reads them, so a program is self-contained: callers evaluate it against one

@@ -18,7 +18,7 @@ from rulesched.rules.context import NodeContext, NodeUsage, node_context
 from rulesched.rules.loader import load_rule_book
 from tests.builders import NOW, decide, make_context, make_node, make_pod, make_usage
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "rules"
 CLUSTER = REPO / "examples" / "cluster"
 SHIPPED = sorted(RULES.glob("*.yaml"))

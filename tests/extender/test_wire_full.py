@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from rulesched.extender import wire
 from rulesched.settings import Settings
+from tests.extender.test_fuzz import FUZZ, mutated
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, RULES, SCHEDULER_FIXTURES, SCHEDULER_FIXTURES_NEWEST
 from tests.server import running_server
-from tests.test_fuzz import FUZZ, mutated
 
 LIMIT = 50
 RECORDED = sorted(

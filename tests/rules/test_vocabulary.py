@@ -11,8 +11,8 @@ from pathlib import Path
 
 from rulesched.rules.cel.analysis import reads
 from rulesched.rules.vocabulary import CONTEXT_NAMES, doc_table
+from tests.decide.test_fast_path import CONDITIONS, MESSAGES, NODE_FILTERS, POD_FILTERS, SCORES
 from tests.paths import REPO
-from tests.test_fast_path import CONDITIONS, MESSAGES, NODE_FILTERS, POD_FILTERS, SCORES
 
 ZONE = """\
     Name(
@@ -34,7 +34,7 @@ from rulesched.rules.cel import ENGINE_NAMES, make_engine
 from rulesched.rules.cel.cost import estimate
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call
-from tests import test_fast_path as differential
+from tests.decide import test_fast_path as differential
 from tests.builders import NOW, load_spec, make_context, make_node, make_pod
 
 copy, work = Path(sys.argv[1]), Path(sys.argv[2])

@@ -31,7 +31,7 @@ from tests.builders import (
     write_rules,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def passes(book: RuleBook, node: dict[str, Any], usage: NodeUsage | None = None, **pod: Any) -> bool:
