@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 from starlette.background import BackgroundTask
@@ -44,6 +44,7 @@ from rulesched.extender.recording import Recorder
 from rulesched.extender.shadow import Shadow
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext, context_report, namespace_name, with_pods
+from rulesched.rules.estimate import estimate_or_fallback
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 
@@ -86,6 +87,17 @@ class BodyTimeoutError(Exception):
     """The request body did not arrive within `--body-timeout` (a client that stopped sending)."""
 
 
+class AfterFilter(Protocol):
+    """`--requeue` (`extender.requeue.Requeue`), told of each filter answer whether any node passed (a protocol:
+    that module imports this one)."""
+
+    def after_filter(self, pod: Mapping[str, Any], names: Sequence[str], passed: bool) -> Callable[[], None]:
+        """The step to run once the answer is sent."""
+
+    def status(self) -> dict[str, Any]:
+        """What /rules says of it."""
+
+
 class Extender:
     """The state the verbs share: settings, the rule store, the cluster sources, the observer."""
 
@@ -108,6 +120,8 @@ class Extender:
         """Whether a filter or prioritize call is being answered: the shadow and recording threads wait for it."""
         self.shadow: Shadow | None = None
         self.recorder: Recorder | None = None
+        self.requeue: AfterFilter | None = None
+        """`--requeue`: told of every filter answer (after it is sent) whether the pod may be retried later."""
         self.last_prioritize: tuple[Mapping[str, Any], list[str]] | None = None
         """The last names-mode prioritize call's pod and candidates, which `--refresh-ahead` evaluates again."""
 
@@ -119,7 +133,9 @@ class Extender:
         """`engine.evaluate` of the call, cut short at its deadline. A call the caches answer (a replica, say), or
         that needs little evaluation (`--loop-work`, from the rules' estimated costs: a new pod over cheap rules),
         is answered here; any other runs in the evaluation thread. Evaluations never overlap: the caches are not
-        shared between threads."""
+        shared between threads. A call without an `estimate` is given the pod's from the usage store."""
+        if call.estimate is None:
+            call = call._replace(estimate=self.estimate(call.pod))
         work = functools.partial(evaluate, prepared(book), call)
         if not self.evaluating:
             try:
@@ -269,6 +285,11 @@ class Extender:
         source = self.cluster.namespaces
         return source.get(namespace_name(pod)) if source is not None else None
 
+    def estimate(self, pod: Mapping[str, Any]) -> Mapping[str, float] | None:
+        """The pod's `estimate` from the usage store (None without one: the rules see its requests)."""
+        estimates = self.cluster.estimates
+        return estimates.store.estimate(pod) if estimates is not None else None
+
     def handing_on(self) -> bool:
         """Whether answered calls go anywhere after their answer (a shadow book, a recording)."""
         return self.shadow is not None or self.recorder is not None
@@ -289,8 +310,9 @@ class Extender:
         now, book = call
         contexts, unknown, decision = found
         item = Answered(
-            verb, args.nodes is not None, args.pod, contexts, unknown, self.namespace(args.pod), now, book, decision
-        )
+            verb, args.nodes is not None, args.pod, contexts, unknown, self.namespace(args.pod), now, book, decision,
+            self.estimate(args.pod),
+        )  # fmt: skip
         return lambda: self.hand_on(item)
 
     def forget(self, pod: Mapping[str, Any]) -> None:
@@ -434,7 +456,8 @@ async def _decide(extender: Extender, request: Request, verb: Verb) -> Response:
             extender.observer.decision, verb, args.pod, decision, len(args.names), seconds, passed=passed
         )
         then = extender.answered(verb, args, (now, book), (contexts, unknown, decision)) if now else None
-        return resume_after(response, garbage, reserve, observe, then)
+        requeue = extender.requeue.after_filter(args.pod, args.names, passed > 0) if extender.requeue else None
+        return resume_after(response, garbage, reserve, observe, then, requeue if verb is Verb.FILTER else None)
 
 
 def _filtered(args: wire.ExtenderArgs, unknown: Mapping[str, str], decision: Decision) -> tuple[Response, int]:
@@ -507,13 +530,19 @@ async def explain_verb(extender: Extender, request: Request) -> Response:
         book, Call(args.pod, contexts, Verb.EXPLAIN, now, deadline, extender.namespace(args.pod))
     )
     if extender.shadow is not None and book_name == "shadow":
-        answered = Answered("explain", args.nodes is not None, args.pod, contexts, unknown, None, now, book, decision)
+        answered = Answered(
+            "explain", args.nodes is not None, args.pod, contexts, unknown, None, now, book, decision,
+            extender.estimate(args.pod),
+        )  # fmt: skip
         try:
             decision = await extender.shadow.explain(replace(answered, namespace=extender.namespace(args.pod)))
         except LookupError as error:
             return error_response(404, str(error))
     ages = extender.contexts.custom_ages
-    report = decision.explain(args.pod) | context_report(args.pod, extender.namespace(args.pod), contexts, ages)
+    estimate = estimate_or_fallback(extender.estimate(args.pod), args.pod)
+    report = decision.explain(args.pod) | context_report(
+        args.pod, extender.namespace(args.pod), contexts, ages, estimate
+    )
     report["unknownNodes"] = unknown
     if book_name == "shadow":
         report["book"] = "shadow"

@@ -109,11 +109,14 @@ def decide(
     *,
     pods: PodSource | None = None,
     namespaces: NamespaceSource | None = None,
+    estimate: Mapping[str, float] | None = None,
 ) -> Decision:
     """The server's decision for `pod` over `nodes` (full mode: the nodes as the request carries them),
-    with the pods on each node and the pod's namespace when their sources are given."""
+    with the pods on each node and the pod's namespace when their sources are given, and the pod's
+    `estimate` (None: the fallback, its requests)."""
     contexts = file_contexts(metrics, pods).for_objects(nodes)
-    return evaluate(prepared(book), Call(pod, contexts, now=now, namespace=namespace_of(pod, namespaces)))
+    call = Call(pod, contexts, now=now, namespace=namespace_of(pod, namespaces), estimate=estimate)
+    return evaluate(prepared(book), call)
 
 
 def file_contexts(metrics: MetricsSource | None, pods: PodSource | None) -> NodeContexts:
