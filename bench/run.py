@@ -19,7 +19,8 @@ under a minute).
 The other scenarios have a script each: `poll.py` (the first request after a metrics poll), `rss.py`
 (memory per cached node), `burst.py` (replicas whose placements feed `recent` and `pods`),
 `http_floor.py` (uvicorn's options), `stages.py` (where a request's time goes), `memory.py` (RSS over
-100,000 new workloads).
+100,000 new workloads), `shadow.py` (a burst with a shadow book: compared, dropped, the live latency beside
+a server without one; also run here after the burst scenario, `--only shadow-burst`).
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ class Budget:
 
 BURST_FULL, BURST_QUICK = (1000, 60), (100, 12)
 """The burst scenario's nodes and replicas (bench/burst.py), run after the HTTP scenarios."""
+SHADOW_FULL, SHADOW_QUICK = ((500, 1000), 300, 2), ((100,), 12, 1)
+"""The shadow burst scenario's sizes, pods a round and rounds (bench/shadow.py), run after the burst one."""
 FULL_BUDGET = Budget(seconds=4.0, max_pods=300, min_pods=5, warmup=3)
 QUICK_BUDGET = Budget(seconds=0.6, max_pods=25, min_pods=3, warmup=2)
 
@@ -87,7 +90,7 @@ class Server:
     program: str | None = None
     """The executable of a compiled server (the Go extender)."""
     options: tuple[str, ...] = ()
-    """More arguments for the floor server (its event loop, parser, application)."""
+    """More arguments for the floor server (its event loop, parser, application) or for rulesched."""
     shadow: str | None = None
     """rulesched only: the rule set loaded as its shadow rules (`--shadow-rules`), decided after each answer."""
 
@@ -124,7 +127,7 @@ class Server:
         return [
             sys.executable, "-m", "rulesched", "serve", "--rules", str(files / f"rules-{self.rules}"),
             "--nodes", nodes, "--metrics", metrics, "--cluster", "off", "--cel-engine", self.engine,
-            "--port", str(port), *shadow,
+            "--port", str(port), *shadow, *self.options,
         ]  # fmt: skip
 
 
@@ -474,12 +477,22 @@ def _choice(given: str, known: Sequence[str]) -> list[str]:
     return chosen
 
 
+def shadow_burst(quick: bool) -> list[JSON]:
+    """The shadow burst scenario (bench/shadow.py), small with `quick`."""
+    from bench import shadow  # it builds on this module
+
+    sizes, pods, rounds = SHADOW_QUICK if quick else SHADOW_FULL
+    return shadow.run(sizes, pods, rounds, shadow.RATE)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Benchmark the rulesched extender against a hand-written one.")
     parser.add_argument("--quick", action="store_true", help="CI smoke mode: one size, few pods, under a minute")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "latest.json", help="where to write results")
     parser.add_argument(
-        "--only", default="", help="run only the servers whose name contains this text (burst: the burst scenario)"
+        "--only",
+        default="",
+        help="run only the servers whose name contains this text (burst, shadow-burst: those scenarios)",
     )
     parser.add_argument("--sizes", default="", help="comma-separated candidate counts instead of the defaults")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: names, full")
@@ -521,6 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.extend(s.summary() for s in scenarios)
     add_ratios(results)
     bursts = burst.run(*BURST_QUICK if args.quick else BURST_FULL) if any(o in "burst" for o in only) else []
+    shadowed = shadow_burst(args.quick) if any(o in "shadow-burst" and o != "burst" for o in only) else []
     report = {
         "machine": machine(),
         "quick": args.quick,
@@ -528,12 +542,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scenarios": results,
         "memory": memory,
         "burst": bursts,
+        "shadow_burst": shadowed,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
     print(table(results, memory))
     if bursts:
         print(f"\nBurst (in process, names mode; bench/burst.py):\n{burst.table(bursts)}")
+    if shadowed:
+        from bench import shadow  # it builds on this module
+
+        print(f"\nShadow burst (names mode; bench/shadow.py):\n{shadow.table(shadowed)}")
     print(f"\n{machine()}; {report['seconds']} s; written to {args.json}")
     mismatched = sum(r["mismatches"] for r in results)
     if mismatched:

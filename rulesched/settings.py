@@ -132,6 +132,10 @@ class Settings(BaseSettings):
     shadow_queue: int = Field(256, ge=1)
     """Answered calls waiting for their shadow evaluation; when it is full a call's comparison is dropped
     (counted as `dropped`), never queued without limit."""
+    shadow_inline_work: float = Field(2000.0, ge=0)
+    """Estimated microseconds of shadow evaluation made right after an answer is sent, before the next call
+    is read (a burst leaves no pause for it); a call whose shadow decision needs more waits in the shadow
+    queue for a pause. 0: only what the shadow book's caches answer is compared right away."""
     record_dir: Path | None = None
     """Record every filter and prioritize call, with the node, metrics, pod and namespace state it saw, in
     this directory (gzip JSON Lines segments, docs/operations/recording.md), for `rulesched replay`. Off
@@ -144,6 +148,69 @@ class Settings(BaseSettings):
     record_queue: int = Field(1024, ge=1)
     """Answered calls waiting to be written to the recording; when it is full a call is left out of the
     recording and counted (`rulesched_recording_calls_total{result="dropped"}`)."""
+    requeue: bool = False
+    """Requeue pods this replica rejected once a rule would let them through: after a change of the metrics,
+    Prometheus values, nodes, pods or rules, the remembered pods are evaluated again and kube-scheduler is
+    nudged by an annotation on the pending pod (docs/operations/requeue.md). Needs a cluster and the RBAC
+    and admission policy of deploy/overlays/requeue/."""
+    requeue_max_pods: int = Field(1000, ge=1)
+    """Most rejected pods remembered for --requeue (the oldest are forgotten first)."""
+    requeue_ttl: float = Field(300.0, gt=0)
+    """Seconds a rejected pod is remembered for --requeue; by then kube-scheduler retries it by itself
+    (podMaxInUnschedulablePodsDuration, 5 minutes)."""
+    requeue_batch: int = Field(64, ge=1)
+    """Most remembered pods evaluated again in one step after a change (one step every 50 ms); the rest
+    wait for the next steps."""
+    requeue_rate: float = Field(5.0, gt=0)
+    """Nudges (annotation patches) per second at most, over all pods (a token bucket)."""
+    requeue_burst: int = Field(10, ge=1)
+    """Nudges that may be sent at once before --requeue-rate paces them."""
+    audit_interval: float = Field(0.5, gt=0)
+    """Seconds the audit of running pods rests between two steps (docs/guides/descheduling.md): with
+    --audit-nodes-per-step, its pace. It runs when the rules, a node, its metrics or its pods change, in a
+    thread of its own, never on the request path."""
+    audit_nodes_per_step: int = Field(32, ge=1)
+    """Nodes whose pods the audit evaluates in one step."""
+    audit_max_violations: int = Field(10_000, ge=1)
+    """Most violations the audit keeps (GET /audit, the metrics); beyond, the rest are left out and logged."""
+    deschedule: Literal["off", "dry-run", "on"] = "off"
+    """Act on the audit's violations of rule sets with `spec.descheduling` (docs/guides/descheduling.md):
+    `off`; `dry-run` logs and counts what would be evicted; `on` evicts through the Eviction API, from the
+    one replica holding the lease (the deschedule overlay grants what it needs)."""
+    deschedule_rate: float = Field(5.0, gt=0)
+    """Most evictions a minute, all rule sets together (each rule set has its own rate besides)."""
+    deschedule_cooldown: float = Field(600.0, ge=0)
+    """Seconds a pod this replica evicted (or tried to) is not tried again; after a refusal by a
+    PodDisruptionBudget (429) it is tried again once this has passed, never in a loop."""
+    deschedule_excluded_namespaces: tuple[str, ...] = ("kube-system",)
+    """Namespaces whose pods are never evicted."""
+    lease_namespace: str = "rulesched-system"
+    """The namespace of the Lease that elects the one replica that evicts (`--deschedule on`)."""
+    lease_name: str = "rulesched-descheduler"
+    """The Lease's name (the overlay's RBAC names it)."""
+    lease_identity: str = ""
+    """This replica's name in the Lease; empty: the host name (the pod's name) and a random suffix."""
+    lease_duration: float = Field(15.0, ge=1)
+    """Seconds a lease holder keeps it without renewing; it renews every third of it, and stops evicting once
+    this has passed since its last renewal."""
+    pod_metrics: Literal["auto", "on", "off"] = "auto"
+    """Poll the pods' usage from metrics-server (`pods.metrics.k8s.io`) every --metrics-interval for the usage
+    estimates (`estimate`, `recent.estimates`): auto (with a cluster and no --pods file), on, off
+    (docs/guides/usage-estimates.md)."""
+    pod_metrics_file: Path | None = None
+    """Offline pod usage: a metrics.k8s.io PodMetricsList in JSON or YAML, for the pods of --pods."""
+    usage_workloads: int = Field(10_000, ge=1)
+    """Most workloads whose usage summary is kept (a few hundred bytes each); the least recently sampled or
+    asked for are forgotten first, and fall back until sampled again."""
+    usage_window: int = Field(6, ge=1)
+    """Polls of each workload's usage the estimate is made from (6 polls of 15 s: the last minute and a half)."""
+    usage_quantile: float = Field(0.9, gt=0, le=1)
+    """The quantile of the pods' usage each poll keeps per workload, and of those the estimate takes."""
+    usage_fallback: Literal["requests", "limits"] = "requests"
+    """The estimate of a pod whose workload was never sampled: its requests, or its limits (a container
+    without a limit counts its request), times --usage-fallback-factor."""
+    usage_fallback_factor: float = Field(1.0, ge=0)
+    """The factor of the fallback (1: the fallback is the requests, or limits, themselves)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -164,6 +231,8 @@ def _contradictions(s: Settings) -> list[tuple[bool, str]]:
         (bool(s.tls_client_names) and s.tls_client_ca_file is None, "--tls-client-name needs --tls-client-ca-file"),
         (s.metrics_max_age < s.metrics_interval, "--metrics-max-age is shorter than --metrics-interval: every sample "
          "would age out between two polls"),
+        (s.requeue and s.cluster == "off", "--requeue needs a cluster, but --cluster is off"),
         (s.record_max_bytes < s.record_segment_bytes, "--record-max-bytes is smaller than --record-segment-bytes: "
          "not even one segment would be kept"),
+        (s.deschedule == "on" and s.cluster == "off", "--deschedule on needs a cluster, but --cluster is off"),
     ]  # fmt: skip

@@ -290,6 +290,12 @@ KUBERNETES_DIFFERENCES: dict[str, tuple[Any, str]] = {
         Refused("undeclared reference to 'net."),
         "a CIDR is a string here, and there is no type net.CIDR",
     ),
+    "[1, 'a', false].filter(x, x == 1)": (
+        [1],
+        "a list literal may mix types: Kubernetes' environment (cel-go's HomogeneousAggregateLiterals) refuses"
+        " it, but the argument lists of format() mix types in cel-go's own examples ('%s and %d'.format(['cpu',"
+        " 2])), so refusing it would refuse rules that work today",
+    ),
 }
 """Ported Kubernetes cases rulesched answers differently (same on both engines): expression → (what
 rulesched answers, why)."""
@@ -332,6 +338,14 @@ DOCUMENTED: list[Case] = [
     ("[1, 2, 3].indexOf(4)", -1),
     ("['a', 'b'].indexOf('b')", 1),
     ("[1, 2].indexOf(2.0)", 1),
+    # a literal list of a type the function does not take is refused at load, as Kubernetes refuses it;
+    # another list is an evaluation error, alike on both engines
+    ("['a', 'b'].sum()", Refused("found no matching overload for 'sum' applied to 'list(string)'")),
+    ("[[1], [2]].min()", Refused("found no matching overload for 'min' applied to 'list(list)'")),
+    ("[{'a': 1}].max()", Refused("found no matching overload for 'max' applied to 'list(map)'")),
+    ("dyn(['a', 'b']).sum()", Error("no such overload: sum of a list of neither numbers nor durations")),
+    ("dyn([[1], [2]]).min()", Error("no such overload: min of a list of lists, maps or nulls")),
+    ("dyn([null]).max()", Error("no such overload: max of a list of lists, maps or nulls")),
     # regex
     ("'abc 123'.find('[0-9]+')", "123"),
     ("'abc 123'.find('xyz')", ""),
@@ -490,12 +504,26 @@ DOCUMENTED: list[Case] = [
     ("optional.ofNonZeroValue(0).hasValue()", False),
     ("optional.ofNonZeroValue('').hasValue()", False),
     ("optional.ofNonZeroValue('x').value()", "x"),
+    # cel-go's zero values of a double, a duration and a timestamp (the epoch)
+    ("optional.ofNonZeroValue(0.0).hasValue()", False),
+    ("optional.ofNonZeroValue(-0.0).hasValue()", False),
+    ("optional.ofNonZeroValue(1.5).value()", 1.5),
+    ("optional.ofNonZeroValue(duration('0s')).hasValue()", False),
+    ("optional.ofNonZeroValue(duration('1s')).hasValue()", True),
+    ("optional.ofNonZeroValue(timestamp('1970-01-01T00:00:00Z')).hasValue()", False),
+    ("optional.ofNonZeroValue(timestamp('2026-01-01T00:00:00Z')).hasValue()", True),
+    ("optional.ofNonZeroValue(false).hasValue()", False),
+    ("optional.ofNonZeroValue(0u).hasValue()", False),
     ("optional.none().value()", Error("")),
     ("optional.of(1)", Error("no plain form")),
     ("[?optional.of(1), 2, ?optional.none()]", [1, 2]),
     ("{?'a': optional.none(), 'b': 1}", {"b": 1}),
     ("{'a': [?{'x': 1}[?'y'], ?{'x': 1}[?'x']]}", {"a": [1]}),
     ("{'k': 1, ?'k': optional.of(2)}", Error("duplicate key in map")),
+    ("{'a': 1, \"a\": 2}", Refused("duplicate key 'a' in a map literal")),
+    ("{1: 'x', 2: 'y', 1: 'z'}", Refused("duplicate key 1 in a map literal")),
+    ("{'a': {'b': 1, 'b': 2}}", Refused("duplicate key 'b'")),
+    ("{'a': 1, 'b': 1}.size()", 2),
     # two-variable comprehensions
     ("[1, 2, 3].all(i, v, v > i)", True),
     ("[1, 2, 3].exists(i, v, i == 2 && v == 3)", True),
@@ -510,7 +538,23 @@ DOCUMENTED: list[Case] = [
     ("['x', 'y'].transformMap(i, v, v + string(i))", {0: "x0", 1: "y1"}),
     ("{'a': 1}.transformMapEntry(k, v, {v: k})", {1: "a"}),
     ("[1, 1].transformMapEntry(i, v, {v: i})", Error("already exists")),
+    ("{'a': 1}.transformMapEntry(k, v, v < 5, {k: v + 1})", {"a": 2}),
+    ("{'a': 1, 'b': 7}.transformMapEntry(k, v, v < 5, {k + 'x': v + 1})", {"ax": 2}),
+    ("[1, 2, 3].transformMapEntry(i, v, v > 1, {string(v): i})", {"2": 1, "3": 2}),
+    ("[1, 1].transformMapEntry(i, v, true, {v: i})", Error("already exists")),
+    # jsonpatch (k8s.io/apiserver/pkg/cel/library/jsonpatch.go)
+    ("jsonpatch.escapeKey('k8s.io/my~label')", "k8s.io~1my~0label"),
+    ("jsonpatch.escapeKey('no-escaping')", "no-escaping"),
+    ("jsonpatch.escapeKey('~/~/')", "~0~1~0~1"),
+    ("jsonpatch.escapeKey(1)", Refused("found no matching overload for 'jsonpatch.escapeKey'")),
     ("[[1, 2], [3]].all(i, l, l.all(j, v, v > i + j))", True),
+    # timestamp(int): seconds since the epoch, years 0001 to 9999 (a literal outside them is refused at load)
+    ("timestamp(0) == timestamp('1970-01-01T00:00:00Z')", True),
+    ("timestamp(-62135596800) == timestamp('0001-01-01T00:00:00Z')", True),
+    ("timestamp(253402300799) == timestamp('9999-12-31T23:59:59Z')", True),
+    ("timestamp(-62135596801)", Refused("invalid timestamp literal: timestamp(-62135596801) out of range")),
+    ("timestamp(253402300800)", Refused("invalid timestamp literal")),
+    ("timestamp(1 - 62135596802)", Error("timestamp overflow")),
     # cel.bind, and functions only one engine has
     ("cel.bind(x, 'ab', x + x)", "abab"),
     ("cel.bind(x, 2, cel.bind(y, x * 3, y + x))", 8),

@@ -4,7 +4,8 @@ Its answers are built from the recorded responses in `tests/fixtures/kube-apiser
 list (paged with `limit`/`continue`), watch streams with chunked framing (events split across chunks,
 BOOKMARKs, the 410 ERROR event of an expired resourceVersion), a node GET and its 404, 401 for a bad token,
 metrics.k8s.io (200, 404 when metrics-server is absent, 503 when it is down) and pods/binding (201 and the
-refusals). Pods and namespaces are served from `tests/fixtures/kube-apiserver-v1.32-pods`: lists with field
+refusals). A pod or namespace GET answers the object or its 404, and a (resource, verb) the test forbids a 403.
+Pods and namespaces are served from `tests/fixtures/kube-apiserver-v1.32-pods`: lists with field
 selectors (`spec.nodeName!=`, `status.phase!=…`), and watches that, as the watch cache does, send an object
 entering the selection as ADDED and one leaving it as DELETED with its last matching content.
 The test changes its state through methods: nodes and pods added, labelled, bound and deleted (watch
@@ -32,6 +33,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from rulesched.cluster.kube import KubeAccess, KubeEnvironment, connect, find_config
 from rulesched.cluster.nodecache import NodeCache
+from tests.kubewrites import ROUTES as WRITE_ROUTES
+from tests.kubewrites import Writes
 from tests.paths import APISERVER_FIXTURES, POD_FIXTURES
 
 TOKEN = "test-token"
@@ -111,6 +114,7 @@ class _State:
     stall_gets: float = 0.0
     metrics_status: int = 200
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pod_usage: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     pods: dict[tuple[str, str], Pod] = field(default_factory=dict)
     bind_forbidden: bool = False
     requests: list[str] = field(default_factory=list)
@@ -119,6 +123,11 @@ class _State:
     pod_events: list[_Event] = field(default_factory=list)
     namespaces: dict[str, dict[str, Any]] = field(default_factory=dict)
     namespace_events: list[_Event] = field(default_factory=list)
+    patches: list[dict[str, Any]] = field(default_factory=list)
+    patch_errors: list[int] = field(default_factory=list)
+    patch_forbidden: bool = False
+    forbidden: set[tuple[str, str]] = field(default_factory=set)
+    """(resource, verb) pairs answered 403 (`("pods", "list")`), as for credentials without that permission."""
 
 
 def _initial_usage() -> dict[str, dict[str, Any]]:
@@ -145,6 +154,8 @@ class KubeAPI:
         self._pod_template = {k: copy.deepcopy(first[k]) for k in ("metadata", "spec")}
         self._pod_template["spec"].pop("nodeName")
         self._pod_template["metadata"].pop("managedFields")
+        self.writes = Writes()
+        """Leases, evictions and events (`tests/kubewrites.py`)."""
         self._server = _Server(("127.0.0.1", 0), _Handler, self)
         if tls is not None:
             self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
@@ -265,6 +276,11 @@ class KubeAPI:
         with self.cond:
             self.state.usage[name] = {"usage": {"cpu": cpu, "memory": memory}, "timestamp": stamp}
 
+    def set_pod_usage(self, namespace: str, name: str, cpu: str, memory: str) -> None:
+        """The pod's usage in `pods.metrics.k8s.io` (one container, `app`), sampled at each request."""
+        with self.cond:
+            self.state.pod_usage[(namespace, name)] = {"cpu": cpu, "memory": memory}
+
     def add_pod(
         self,
         namespace: str,
@@ -307,6 +323,10 @@ class KubeAPI:
             self.cond.notify_all()
             return self.state.rv
 
+    def update_pod(self, pod: dict[str, Any]) -> int:
+        """A change to a pod's object (its owners, annotations, creation time), as a MODIFIED watch event."""
+        return self._pod_change("MODIFIED", copy.deepcopy(pod))
+
     def set_pod_phase(self, namespace: str, name: str, phase: str) -> int:
         """A status change, as the kubelet (here: the test) writes it."""
         pod = self.pod_object(namespace, name)
@@ -336,6 +356,38 @@ class KubeAPI:
         with self.cond:
             return self.state.pods[(namespace, name)]
 
+    def bind(self, namespace: str, name: str, node: str) -> int:
+        """The pod bound to `node`, as kube-scheduler's Binding does (a MODIFIED event with spec.nodeName)."""
+        pod = self.pod_object(namespace, name)
+        pod["spec"]["nodeName"] = node
+        with self.cond:
+            self.state.pods[(namespace, name)].node = node
+        return self._pod_change("MODIFIED", pod)
+
+    def pod_writes(self, namespace: str, name: str) -> int:
+        """How many changes of the pod the server recorded (each a watch event with a new resourceVersion)."""
+        with self.cond:
+            return sum(
+                1
+                for e in self.state.pod_events
+                if (e.obj["metadata"]["namespace"], e.obj["metadata"]["name"]) == (namespace, name)
+            )
+
+    def patches(self) -> list[dict[str, Any]]:
+        """Every PATCH of a pod received: `path`, `contentType`, `body`, `code` (the answer's status)."""
+        with self.cond:
+            return copy.deepcopy(self.state.patches)
+
+    def fail_patches(self, *statuses: int) -> None:
+        """The next pod patches answer these statuses (403, 404, 409, 429, 500), one each."""
+        with self.cond:
+            self.state.patch_errors.extend(statuses)
+
+    def forbid_patches(self, forbidden: bool = True) -> None:
+        """Every pod patch is refused with 403, as without the requeue overlay's RBAC."""
+        with self.cond:
+            self.state.patch_forbidden = forbidden
+
     def forbid_binding(self, forbidden: bool = True) -> None:
         with self.cond:
             self.state.bind_forbidden = forbidden
@@ -343,6 +395,18 @@ class KubeAPI:
     def bindings(self) -> list[dict[str, Any]]:
         with self.cond:
             return list(self.state.bindings)
+
+    def put_pod(self, pod: dict[str, Any]) -> int:
+        """A pod object as the test has it (a recorded one, say), created as it is."""
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        with self.cond:
+            self.state.pods[key] = Pod(pod["metadata"]["uid"], pod["spec"].get("nodeName", ""))
+        return self._pod_change("ADDED", copy.deepcopy(pod))
+
+    def forbid(self, resource: str, verb: str) -> None:
+        """Answer 403 to `verb` (list, get) on `resource` (pods, namespaces) from now on."""
+        with self.cond:
+            self.state.forbidden.add((resource, verb))
 
 
 class _Server(ThreadingHTTPServer):
@@ -370,6 +434,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._dispatch("POST")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
 
     @property
     def api(self) -> KubeAPI:
@@ -519,6 +589,8 @@ class _Handler(BaseHTTPRequestHandler):
     # -- pods and namespaces ----------------------------------------------------------------------------
 
     def list_pods(self, query: dict[str, str]) -> None:
+        if self._forbidden("pods", "list"):
+            return
         selector = _selector(query.get("fieldSelector", ""))
         if query.get("watch") in ("true", "1", "True"):
             self._watch(query, lambda state: state.pod_events, selector)
@@ -573,6 +645,14 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(200, _metrics_list(usage))
 
+    def list_pod_metrics(self, query: dict[str, str]) -> None:
+        with self.api.cond:
+            status, usage = self.state.metrics_status, copy.deepcopy(self.state.pod_usage)
+        if status != 200:
+            self._json(404, _status(404, "NotFound", "the server could not find the requested resource", {}))
+        else:
+            self._json(200, _pod_metrics_list(usage))
+
     # -- pods/binding -----------------------------------------------------------------------------------
 
     def bind_pod(self, query: dict[str, str], namespace: str, name: str) -> None:
@@ -611,6 +691,100 @@ class _Handler(BaseHTTPRequestHandler):
                 self.api._pod_change("MODIFIED", bound)
         # What kube-apiserver answers to a Binding: a Status "Success" with code 201 (not the Binding).
         return 201, _recorded("w4-binding-201.json")
+
+    # -- single pods and namespaces ---------------------------------------------------------------------
+
+    def _forbidden(self, resource: str, verb: str) -> bool:
+        with self.api.cond:
+            if (resource, verb) not in self.state.forbidden:
+                return False
+        recorded = (APISERVER_FIXTURES / "d5-secrets-list-forbidden-403.json").read_text()
+        self._json(403, json.loads(recorded.replace("secrets", resource).replace("cannot list", f"cannot {verb}")))
+        return True
+
+    def get_pod(self, query: dict[str, str], namespace: str, name: str) -> None:
+        if self._forbidden("pods", "get"):
+            return
+        with self.api.cond:
+            pod = copy.deepcopy(self.state.pod_objects.get((namespace, name)))
+        if pod is None:
+            self._json(404, _recorded("p12-pod-get-missing-404.json", nope=name))
+        else:
+            self._json(200, {"kind": "Pod", "apiVersion": "v1", **pod})
+
+    def get_namespace(self, query: dict[str, str], name: str) -> None:
+        if self._forbidden("namespaces", "get"):
+            return
+        with self.api.cond:
+            namespace = copy.deepcopy(self.state.namespaces.get(name))
+        if namespace is None:
+            message = f'namespaces "{name}" not found'
+            self._json(404, _status(404, "NotFound", message, {"name": name, "kind": "namespaces"}))
+        else:
+            self._json(200, {"kind": "Namespace", "apiVersion": "v1", **namespace})
+
+    # -- pods: PATCH (a JSON merge patch of metadata, as the requeue nudge sends) -------------------------
+
+    def patch_pod(self, query: dict[str, str], namespace: str, name: str) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        code, answer = self._patch(namespace, name, body)
+        with self.api.cond:
+            self.state.patches.append(
+                {"path": self.path, "contentType": self.headers.get("Content-Type"), "body": body, "code": code}
+            )
+        if code == 429:
+            self.send_response(429)
+            self.send_header("Retry-After", "1")
+            raw = _compact(answer)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+            return
+        self._json(code, answer)
+
+    def _patch(self, namespace: str, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self.api.cond:
+            error = self.state.patch_errors.pop(0) if self.state.patch_errors else None
+            if self.state.patch_forbidden:
+                error = 403
+            found = self.state.pod_objects.get((namespace, name))
+        if error is not None:
+            return error, _refusal(error, namespace, name)
+        if found is None:
+            return 404, _refusal(404, namespace, name)
+        metadata = body.get("metadata") or {}
+        if metadata.get("uid") and metadata["uid"] != found["metadata"].get("uid"):  # a uid is immutable
+            message = f'Pod "{name}" is invalid: metadata.uid: Invalid value: "{metadata["uid"]}": field is immutable'
+            return 422, _status(422, "Invalid", message, {"name": name, "kind": "Pod"})
+        patched = copy.deepcopy(found)
+        annotations = patched["metadata"].setdefault("annotations", {})
+        for key, value in (metadata.get("annotations") or {}).items():
+            if value is None:
+                annotations.pop(key, None)
+            else:
+                annotations[key] = value
+        if patched != found:  # as kube-apiserver: a patch that changes nothing writes nothing (no new version)
+            self.api._pod_change("MODIFIED", patched)
+        return 200, {"kind": "Pod", "apiVersion": "v1", **patched}
+
+
+def _refusal(code: int, namespace: str, name: str) -> dict[str, Any]:
+    """kube-apiserver's Status for a refused pod patch (the form of the recorded refusals, d4 and b4)."""
+    if code == 403:
+        message = (
+            f'pods "{name}" is forbidden: User "system:serviceaccount:rulesched-system:rulesched" cannot patch '
+            f'resource "pods" in API group "" in the namespace "{namespace}"'
+        )
+        return _status(403, "Forbidden", message, {"name": name, "kind": "pods"})
+    if code == 404:
+        return _status(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+    if code == 409:
+        message = f'Operation cannot be fulfilled on pods "{name}": the object has been modified'
+        return _status(409, "Conflict", message, {"name": name, "kind": "pods"})
+    if code == 429:
+        return _status(429, "TooManyRequests", "Too many requests, please try again later.", {"retryAfterSeconds": 1})
+    return _status(code, "InternalError", f"injected error {code}")
 
 
 class _WatchStream:
@@ -712,14 +886,29 @@ def _metrics_list(usage: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"kind": "NodeMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
 
 
+def _pod_metrics_list(usage: dict[tuple[str, str], dict[str, str]]) -> dict[str, Any]:
+    """A PodMetricsList as metrics-server writes it (tests/fixtures/metrics-server/README.md)."""
+    items = []
+    for namespace, name in sorted(usage):
+        metadata = {"name": name, "namespace": namespace, "creationTimestamp": _now(), "labels": {}}
+        containers = [{"name": "app", "usage": usage[(namespace, name)]}]
+        items.append({"metadata": metadata, "timestamp": _now(), "window": "15s", "containers": containers})
+    return {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
+
+
 Route = Callable[..., None]
 _ROUTES: list[tuple[tuple[str, ...], Route]] = [
     (("GET", "api", "v1", "nodes"), _Handler.list_nodes),
     (("GET", "api", "v1", "nodes", "*"), _Handler.get_node),
     (("GET", "apis", "metrics.k8s.io", "v1beta1", "nodes"), _Handler.list_metrics),
+    (("GET", "apis", "metrics.k8s.io", "v1beta1", "pods"), _Handler.list_pod_metrics),
     (("POST", "api", "v1", "namespaces", "*", "pods", "*", "binding"), _Handler.bind_pod),
     (("GET", "api", "v1", "pods"), _Handler.list_pods),
     (("GET", "api", "v1", "namespaces"), _Handler.list_namespaces),
+    (("PATCH", "api", "v1", "namespaces", "*", "pods", "*"), _Handler.patch_pod),
+    *WRITE_ROUTES,
+    (("GET", "api", "v1", "namespaces", "*", "pods", "*"), _Handler.get_pod),
+    (("GET", "api", "v1", "namespaces", "*"), _Handler.get_namespace),
 ]
 
 

@@ -51,7 +51,7 @@ OWNERS = {
     "uvicorn": ("rulesched.extender",),
     "prometheus_client": ("rulesched.extender",),
     "orjson": ("rulesched.extender",),
-    "msgspec": ("rulesched.extender.wire",),
+    "msgspec": ("rulesched.extender.wire", "rulesched.cluster.pod_metrics_wire"),
     "watchfiles": ("rulesched.rules.reloader",),
     "pydantic_settings": ("rulesched.settings",),
     "httpx": ("rulesched.cluster.prometheus",),

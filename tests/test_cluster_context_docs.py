@@ -50,5 +50,5 @@ def test_command_examples_exit_0(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_burst_guide_shows_the_shipped_founding_estimate() -> None:
     guide = (REPO / "docs" / "guides" / "burst.md").read_text()
-    assert "metrics.cpu.usage + recent.requests.cpu" in (REPO / "rules" / "xy-least-cpu.yaml").read_text()
-    assert "expression: metrics.cpu.usage + recent.requests.cpu" in guide
+    assert "metrics.cpu.usage + recent.estimates.cpu" in (REPO / "rules" / "xy-least-cpu.yaml").read_text()
+    assert "expression: metrics.cpu.usage + recent.estimates.cpu" in guide

@@ -52,6 +52,7 @@ API_CALLS = [
     *(("", resource, verb) for resource in ("nodes", "pods", "namespaces") for verb in ("get", "list", "watch")),
     ("metrics.k8s.io", "nodes", "get"),
     ("metrics.k8s.io", "nodes", "list"),
+    ("metrics.k8s.io", "pods", "list"),  # the pods' usage, for the usage estimates
 ]
 # kube-scheduler's identity: the built-in roles the "Configure Multiple Schedulers" guide binds, and its
 # own lease. Nothing else may be bound to it, and none of it to the extender.

@@ -26,7 +26,7 @@ from tests.server import running
 
 GUIDE = REPO / "docs" / "guides" / "changing-rules-safely.md"
 DRAFT = EXAMPLES / "drafts" / "drain-zone-b-except-gpu.yaml"
-VARYING = ("directory", "book", "since")
+VARYING = ("directory", "book", "since", "made")
 
 
 def documented_summary() -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""`rulesched config`: generated configuration, for kube-scheduler (`scheduler`) and for the docs (`reference`)."""
+"""`rulesched config`: generated configuration, for kube-scheduler (`scheduler`), the docs (`reference`) and
+Grafana (`dashboard`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ def add(commands: Any) -> None:
     _scheduler_parser(kinds)
     reference = kinds.add_parser("reference", help="the settings reference (docs/operations/configuration.md)")
     reference.set_defaults(run=run_reference)
+    dashboard = kinds.add_parser("dashboard", help="the Grafana dashboard (deploy/components/monitoring/)")
+    dashboard.set_defaults(run=run_dashboard)
 
 
 def _scheduler_parser(kinds: Any) -> None:
@@ -71,4 +74,11 @@ def run_reference(args: argparse.Namespace) -> int:
     from rulesched.cli.reference import configuration_reference
 
     sys.stdout.write(configuration_reference())
+    return 0
+
+
+def run_dashboard(args: argparse.Namespace) -> int:
+    from rulesched.tools.dashboard import render
+
+    sys.stdout.write(render())
     return 0

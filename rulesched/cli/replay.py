@@ -20,6 +20,7 @@ REPLAY_HELP = """\
 examples:
   rulesched replay /var/lib/rulesched/recording --rules rules-draft
   rulesched replay recording --rules new --baseline old --output json --fail-on 'unschedulable>0'
+  rulesched replay recording --rules rules --output markdown > comment.md   # a pull-request comment
   rulesched replay recording --rules rules --to-ruletest default/web-1 --out rules/tests/incident-42
 """
 
@@ -37,7 +38,7 @@ def add(commands: Any) -> None:
     replay.add_argument(
         "--baseline", type=Path, action="append", help="the OLD rules to compare with (default: the recorded decisions)"
     )
-    replay.add_argument("--output", "-o", choices=("text", "json", "junit"), default="text")
+    replay.add_argument("--output", "-o", choices=("text", "json", "junit", "markdown"), default="text")
     replay.add_argument(
         "--fail-on", default="", metavar="METRIC>N,…", help="exit 1 when a count passes its bound: unschedulable>0"
     )
@@ -81,6 +82,10 @@ def _replay(args: argparse.Namespace) -> int:
     found = report(recording, impact, rules, thresholds)
     if args.output == "json":
         sys.stdout.write(json.dumps(found, indent=2) + "\n")
+    elif args.output == "markdown":
+        from rulesched.tools.replay_markdown import render_markdown
+
+        sys.stdout.write(render_markdown(found))
     else:
         sys.stdout.write(render_junit(found) if args.output == "junit" else render_text(found))
     return 1 if breached(found) else 0

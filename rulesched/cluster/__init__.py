@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rulesched.cluster.custom import CustomValues
-from rulesched.cluster.pods import FileNamespaceSource, FilePodSource, NamespaceSource, PodIndex, PodSource
+from rulesched.cluster.namespaces import FileNamespaceSource
+from rulesched.cluster.pods import FilePodSource, NamespaceSource, PodIndex, PodSource
 from rulesched.cluster.sources import Binder, FileMetricsSource, FileNodeSource, MetricsSource, NodeSource
 from rulesched.settings import Settings
 
 if TYPE_CHECKING:
+    from rulesched.cluster.estimates import Estimates
     from rulesched.cluster.kube import KubeAccess, KubeEnvironment
     from rulesched.cluster.prometheus import PrometheusPollers
 
@@ -34,9 +36,13 @@ class Cluster:
     """`metrics.custom`: from the metrics file, or filled by `prometheus`; None when neither."""
     prometheus: PrometheusPollers | None = None
     """The MetricSources' query pollers (configured with each rule book); None when not polling."""
+    estimates: Estimates | None = None
+    """The usage store `estimate` and `recent.estimates` read, and its feed (pod metrics)."""
 
-    def _sources(self) -> list[NodeSource | MetricsSource | PodSource | NamespaceSource | PrometheusPollers]:
-        sources = (self.nodes, self.metrics, self.pods, self.namespaces, self.prometheus)
+    def _sources(
+        self,
+    ) -> list[NodeSource | MetricsSource | PodSource | NamespaceSource | PrometheusPollers | Estimates]:
+        sources = (self.nodes, self.metrics, self.pods, self.namespaces, self.prometheus, self.estimates)
         return [s for s in sources if s is not None]
 
     def start(self) -> None:
@@ -93,6 +99,9 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Clu
     if access is not None:
         pods, namespaces = _live_pods(settings, access, pods, namespaces, parts)
     custom, prometheus = _custom_values(settings, metrics, parts)
+    from rulesched.cluster.estimates import build_estimates
+
+    estimates = build_estimates(settings, access, pods, parts)
     return Cluster(
         nodes=nodes,
         metrics=metrics,
@@ -103,6 +112,7 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Clu
         namespaces=namespaces,
         custom=custom,
         prometheus=prometheus,
+        estimates=estimates,
     )
 
 

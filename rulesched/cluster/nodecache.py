@@ -25,7 +25,7 @@ from rulesched.cluster.changelog import ChangeLog
 from rulesched.cluster.errors import ApiError, GoneError, NotFoundError, api_errors
 from rulesched.cluster.kube import discard, interrupt, read_json
 from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, LoopStatus, Outcome
-from rulesched.cluster.sources import without_managed_fields
+from rulesched.cluster.sources import NamedNodes, without_managed_fields
 from rulesched.rules.context import node_name
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class NegativeCache:
         self._paused_until = 0.0
 
 
-class NodeCache:
+class NodeCache(NamedNodes):
     """A NodeSource backed by the Kubernetes API: list, then watch, in one daemon thread.
 
     The list and watch calls go through `_call` and each watch event through `_event`, so that the pod

@@ -15,14 +15,14 @@ import heapq
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from rulesched.cluster.changelog import ChangeLog
-from rulesched.cluster.sources import SourceError, items_of, parse_timestamp
-from rulesched.rules.context import NodePods, namespace_view, node_pods, pod_view
+from rulesched.cluster.sources import items_of, parse_timestamp
+from rulesched.rules.context import NodePods, node_pods, pod_view
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,12 @@ class Placed:
     node: str
     view: Mapping[str, Any]
     placed: datetime.datetime
+    estimate: Mapping[str, float] | None = None
+    """What the pod was expected to use when it was placed (`recent.estimates`); None: its requests."""
+
+
+Estimator = Callable[[Mapping[str, Any]], Mapping[str, float]]
+"""A pod's (or a pod view's) `estimate` (`cluster.usage.UsageStore.estimate`)."""
 
 
 def _now() -> datetime.datetime:
@@ -147,6 +153,8 @@ class PodIndex:
         """When a node's `recent` may shrink without an event: (time, node), a heap."""
         self._changes = ChangeLog()
         self._lock = threading.Lock()
+        self.estimator: Estimator | None = None
+        """Where `recent.estimates` come from (set once the usage store exists); None: requests."""
 
     # -- what the contexts read -------------------------------------------------------------------------
 
@@ -161,9 +169,17 @@ class PodIndex:
         window = now - datetime.timedelta(seconds=self.recent_seconds)
         cutoff = sampled or window
         views = [p.view for p in on_node]
-        recent = [p.view for p in on_node if p.placed > cutoff]
-        recent += [p.view for p in pending if p.placed > window]
-        return node_pods(views, recent, version)
+        counted = [p for p in on_node if p.placed > cutoff] + [p for p in pending if p.placed > window]
+        estimates = [p.estimate if p.estimate is not None else p.view["requests"] for p in counted]
+        return node_pods(views, [p.view for p in counted], version, estimates)
+
+    def views(self) -> list[Mapping[str, Any]]:
+        """Every pod's view (a copy of the list): how the usage poller finds the sampled pods' workloads."""
+        with self._lock:
+            return [p.view for p in self._pods.values()]
+
+    def _estimate(self, pod: Mapping[str, Any]) -> Mapping[str, float] | None:
+        return self.estimator(pod) if self.estimator is not None else None
 
     def version_of(self, node: str) -> Hashable:
         """A value that changes whenever `node_pods(node, …)` may answer differently; cheap."""
@@ -188,11 +204,13 @@ class PodIndex:
     def ready(self) -> bool:
         return True  # a source that fills the index says otherwise until its first list
 
-    def start(self) -> None:
-        pass
+    def assigned(self, key: str) -> bool:
+        """Whether the pod `key` (`pod_key`) is known bound: the watch showed it on a node."""
+        return key in self._pods
 
-    def stop(self) -> None:
-        pass
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
 
     def _touch(self, node: str | None) -> None:
         """`node`'s pods changed (None: any node's may have); the lock is held."""
@@ -226,7 +244,8 @@ class PodIndex:
                 view = pod_view(pod)
             else:
                 view = old.view if old is not None else ranked or pod_view(pod)
-            self._pending[key] = placed = Placed(node, view, now)
+            whole = isinstance(pod.get("spec"), Mapping)
+            self._pending[key] = placed = Placed(node, view, now, self._estimate(pod if whole else view))
             self._pending_by_node.setdefault(node, {})[key] = placed
             while len(self._pending) > self.max_pending:
                 self._unpend(next(iter(self._pending)))
@@ -274,7 +293,7 @@ class PodIndex:
             if node and key and len(found) < self.max_pods:
                 old = known.get(key)
                 when = old.placed if old is not None and old.node == node else placed_at(pod, now)
-                found[key] = Placed(node, pod_view(pod), when)
+                found[key] = Placed(node, pod_view(pod), when, self._estimate(pod))
         by_node: dict[str, dict[str, Placed]] = {}
         for key, placed in found.items():
             by_node.setdefault(placed.node, {})[key] = placed
@@ -310,7 +329,8 @@ class PodIndex:
             if len(self._pods) >= self.max_pods:
                 self._overflow()
                 return
-            placed = Placed(node, view, old.placed if old is not None and old.node == node else placed_at(pod, _now()))
+            when = old.placed if old is not None and old.node == node else placed_at(pod, _now())
+            placed = Placed(node, view, when, self._estimate(pod))
             self._pods[key] = placed
             self._by_node.setdefault(node, {})[key] = placed
             self._push(placed.placed, node)
@@ -361,40 +381,4 @@ class FilePodSource(PodIndex):
         pass
 
     def ranked(self, pod: Mapping[str, Any]) -> None:
-        pass
-
-
-def namespaces_by_name(items: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    """Namespaces by name, each trimmed to what `namespaceObject` shows."""
-    found: dict[str, Mapping[str, Any]] = {}
-    for item in items:
-        view = namespace_view({}, item)
-        name = view["metadata"]["name"]
-        if name:
-            found[name] = view
-    return found
-
-
-class FileNamespaceSource:
-    """Namespaces from a NamespaceList file (`--namespaces`): the offline namespace source."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._namespaces = namespaces_by_name(items_of(path, "NamespaceList"))
-        if not self._namespaces and items_of(path, "NamespaceList"):
-            raise SourceError(f"{path}: every namespace needs metadata.name")
-
-    def get(self, name: str) -> Mapping[str, Any] | None:
-        return self._namespaces.get(name)
-
-    def ready(self) -> bool:
-        return True
-
-    def size(self) -> int:
-        return len(self._namespaces)
-
-    def start(self) -> None:
-        pass
-
-    def stop(self) -> None:
         pass

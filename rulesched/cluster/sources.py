@@ -100,7 +100,16 @@ def items_of(path: Path, kind: str) -> list[Mapping[str, Any]]:
     return items
 
 
-class FileNodeSource:
+class NamedNodes:
+    """What lists a node source's names (the descheduler looks for another node): its nodes by name."""
+
+    _nodes: Mapping[str, Any]
+
+    def names(self) -> list[str]:
+        return list(self._nodes)
+
+
+class FileNodeSource(NamedNodes):
     """Nodes from a NodeList file: the offline node source for names mode."""
 
     def __init__(self, path: Path) -> None:

@@ -34,7 +34,7 @@ from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import Engine
 from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet, CompiledScore
 from rulesched.rules.context import NodeContext
-from rulesched.rules.vocabulary import DERIVED, node_values, request_values
+from rulesched.rules.vocabulary import DERIVED, RequestInputs, node_values, request_values
 
 __all__ = ["MAX_SCORE", "MESSAGE_MAX", "evaluate", "normalize", "round_score"]
 
@@ -49,7 +49,7 @@ def evaluate(book: RuleBook, call: Call) -> Decision:
         distinct.setdefault(node.name, node)
     nodes = list(distinct.values())
     engine = book.engine
-    values = request_values(pod, namespace, now or datetime.datetime.now(datetime.UTC))
+    values = request_values(RequestInputs(pod, namespace, now or datetime.datetime.now(datetime.UTC), call.estimate))
     shared = {name: engine.convert(value) for name, value in values.items()}
     decision = Decision(generation=book.generation, applied=[], nodes={n.name: NodeDecision(n.name) for n in nodes})
     applying = [rs for rs in book.rule_sets if applies(rs, engine, shared, decision)]

@@ -63,3 +63,5 @@ class Call(NamedTuple):
     """No two of `nodes` have the same name (else a repeated one is evaluated once, as its first occurrence)."""
     names: Sequence[str] | None = None
     """The nodes' names in their order, when the caller has them (the request's own: the answer is made of them)."""
+    estimate: Mapping[str, float] | None = None
+    """What the pod will use (`estimate`); None: the default fallback, its requests."""

@@ -3,8 +3,9 @@
 The shadow evaluation (`shadow.py`) and the recording (`recording.py`) both work from an `Answered`: the
 pod, the node contexts the decision saw (frozen snapshots, so another thread may read them), the
 namespace, the time the rules saw as `now` and the live Decision. Building one costs nothing but
-references; everything else happens off the event loop, in a worker thread of each, and only while no
-filter or prioritize call is being answered (`Idle`), so that neither delays an answer.
+references. The recording is written in a worker thread, only while no filter or prioritize call is being
+answered (`Idle`); the shadow comparison is made right after the answer when it is small work, and in its
+own worker thread, under the same condition, when it is not (`shadow.py`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class Answered:
     now: datetime.datetime
     book: RuleBook
     decision: Decision
+    estimate: Mapping[str, float] | None = None
+    """The pod's `estimate` the rules saw (None: the fallback, its requests)."""
 
 
 QUIET_SECONDS = 0.002

@@ -175,6 +175,9 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
     if isinstance(pods, PodIndex) or hasattr(pods, "index"):
         index: PodIndex = pods if isinstance(pods, PodIndex) else pods.index  # type: ignore[union-attr]
         metrics.watch_source("pending-placements", lambda: float(index.pending()), lambda: 0.0)
+    if cluster.estimates is not None:
+        estimates = cluster.estimates
+        metrics.watch_usage(lambda: float(estimates.store.size()), lambda: _or_nan(estimates.poll_seconds()))
 
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
@@ -191,7 +194,8 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
         return json_response({"ready": ready, "checks": checks}, 200 if ready else 503)
 
     async def rules(request: Request) -> Response:
-        return json_response({**rules_status(store), "sources": sources_status(cluster)})
+        requeue = {"requeue": extender.requeue.status()} if extender.requeue is not None else {}
+        return json_response({**rules_status(store), "sources": sources_status(cluster), **requeue})
 
     async def shadow(request: Request) -> Response:
         if extender.shadow is None:

@@ -78,6 +78,11 @@ class Metrics:
         self.since_reload = Gauge(
             "rulesched_seconds_since_last_reload", "Seconds since the rules were last loaded successfully", registry=r
         )
+        self.rules_rejected = Gauge(
+            "rulesched_rules_rejected",
+            "1 while the newest rules change was rejected and the last good rules keep serving",
+            registry=r,
+        )
         self.cache_nodes = Gauge("rulesched_node_cache_nodes", "Nodes in the node source", registry=r)
         self.sample_age = Gauge(
             "rulesched_metrics_sample_age_seconds", "Age of the newest node metrics sample", registry=r
@@ -119,6 +124,17 @@ class Metrics:
         self.recording_bytes = Gauge(
             "rulesched_recording_bytes", "Bytes the recording directory's segments take", registry=r
         )
+        self.usage_workloads = Gauge(
+            "rulesched_usage_workloads", "Workloads whose usage summary the estimates are made from", registry=r
+        )
+        self.usage_poll_seconds = Gauge(
+            "rulesched_usage_poll_seconds", "Seconds the last poll of the pods' usage took (NaN: none yet)", registry=r
+        )
+
+    def watch_usage(self, workloads: Callable[[], float], poll_seconds: Callable[[], float]) -> None:
+        """Report the usage store's workloads and its last poll's duration, read when scraped."""
+        self.usage_workloads.set_function(workloads)
+        self.usage_poll_seconds.set_function(poll_seconds)
 
     def watch_source(self, name: str, size: Callable[[], float], failing: Callable[[], float]) -> None:
         """Report a pod or namespace source's size and whether it is failing, computed when scraped."""
@@ -145,6 +161,12 @@ class Metrics:
             return (datetime.datetime.now(datetime.UTC) - store.last_success).total_seconds()
 
         self.since_reload.set_function(since)
+
+        def rejected() -> float:
+            failed, good = store.last_rejected, store.last_success
+            return float(failed is not None and (good is None or failed.at > good))
+
+        self.rules_rejected.set_function(rejected)
 
     def watch_sources(self, cache_size: Callable[[], float] | None, sample_age: Callable[[], float] | None) -> None:
         if cache_size is not None:

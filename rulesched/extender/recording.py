@@ -119,6 +119,8 @@ class Segment:
             "rules": {"generation": book.generation, "hash": book.hash},
             "decision": decision_record(answered),
         }
+        if answered.estimate is not None:
+            call["estimate"] = dict(answered.estimate)
         out.append(_dumps(call))
         data = b"".join(out)
         self.written += len(data)

@@ -6,9 +6,11 @@ A poll gives every node a new sample, so every candidate's context and every nod
 pays for its candidates' contexts and results (tens of milliseconds for 1000 nodes). The refresher
 checks the sources' generations every `TICK` seconds on the event loop and, after a change, makes the
 contexts and node-only results of the nodes last asked about again (`NodeContexts.for_names`,
-`engine.prepare`), `CHUNK` nodes at a time, each step run on the loop only while no evaluation is under
-way in the evaluation thread (the caches are never shared between threads): a request that arrives
-meanwhile waits for one step at most (about a millisecond), and finds done what was done.
+`warm`; the shadow book's too, and after a shadow reload as well, so that the comparisons made
+right after the answers stay small work: `Shadow.prepare`), `CHUNK` nodes at a time, each step run on
+the loop only while no evaluation is under way in the evaluation thread (the caches are never shared
+between threads): a request that arrives meanwhile waits for one step at most (about a millisecond), and
+finds done what was done.
 
 Then the last prioritize call is evaluated again, as a request would (its pod, its candidates), so that
 its verdicts under the new samples are kept: a prioritize verdict holds a node's score, made for the
@@ -46,9 +48,11 @@ class Refresher:
         self.stopped = False
         self._seen = self._generations()
 
-    def _generations(self) -> tuple[Hashable, int]:
-        source, book = self.extender.cluster.metrics, self.extender.store.book
-        return (source.generation() if source else 0), (book.generation if book else 0)
+    def _generations(self) -> tuple[Hashable, int, int]:
+        source, book, shadow = self.extender.cluster.metrics, self.extender.store.book, self.extender.shadow
+        shadow_book = shadow.store.book if shadow is not None else None
+        generations = (book.generation if book else 0), (shadow_book.generation if shadow_book else 0)
+        return (source.generation() if source else 0), *generations
 
     async def run(self) -> None:
         """Refresh after every change until `stop()`; an unexpected error is logged, never raised."""
@@ -67,7 +71,7 @@ class Refresher:
         generations = self._generations()
         if generations == self._seen:
             return 0
-        reloaded = generations[1] != self._seen[1]
+        reloaded = generations[1:] != self._seen[1:]
         self._seen = generations
         contexts = self.extender.contexts
         stale = contexts.take_stale()
@@ -84,6 +88,8 @@ class Refresher:
             book = self.extender.book()
             found, _ = self.extender.contexts.for_names(names[start : start + CHUNK])
             warm(prepared(book), found)
+            if self.extender.shadow is not None:  # the shadow book's too: its comparisons follow the answers
+                self.extender.shadow.prepare(found)
             done += len(found)
             await asyncio.sleep(0)  # let a request in
         if self.metrics is not None and done:
@@ -104,7 +110,8 @@ class Refresher:
             return
         try:
             with within(extender.settings.loop_work):
-                call = Call(pod, found, Verb.PRIORITIZE, namespace=extender.namespace(pod), distinct=True, names=names)
+                namespace, estimate = extender.namespace(pod), extender.estimate(pod)
+                call = Call(pod, found, Verb.PRIORITIZE, None, None, namespace, True, names, estimate)
                 evaluate(prepared(extender.book()), call)
         except NeedsEvaluationError:
             return  # more than a request may do on the loop: the next call computes its own

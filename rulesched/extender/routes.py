@@ -30,6 +30,7 @@ from rulesched.extender.answered import Answered
 from rulesched.extender.responses import encoded, error_response, json_response
 from rulesched.extender.state import Extender
 from rulesched.rules.context import context_report
+from rulesched.rules.estimate import estimate_or_fallback
 
 
 def _now(extender: Extender) -> datetime.datetime | None:
@@ -68,7 +69,8 @@ async def _decide(extender: Extender, request: Request, verb: Verb) -> Response:
             extender.observer.decision, verb, args.pod, decision, len(args.names), seconds, passed=passed
         )
         then = extender.answered(verb, args, (now, book), (contexts, unknown, decision)) if now else None
-        return resume_after(response, garbage, reserve, observe, then)
+        requeue = extender.requeue.after_filter(args.pod, args.names, passed > 0) if extender.requeue else None
+        return resume_after(response, garbage, reserve, observe, then, requeue if verb is Verb.FILTER else None)
 
 
 def _filtered(args: wire.ExtenderArgs, unknown: Mapping[str, str], decision: Decision) -> tuple[Response, int]:
@@ -141,13 +143,19 @@ async def explain_verb(extender: Extender, request: Request) -> Response:
         book, Call(args.pod, contexts, Verb.EXPLAIN, now, deadline, extender.namespace(args.pod))
     )
     if extender.shadow is not None and book_name == "shadow":
-        answered = Answered("explain", args.nodes is not None, args.pod, contexts, unknown, None, now, book, decision)
+        answered = Answered(
+            "explain", args.nodes is not None, args.pod, contexts, unknown, None, now, book, decision,
+            extender.estimate(args.pod),
+        )  # fmt: skip
         try:
             decision = await extender.shadow.explain(replace(answered, namespace=extender.namespace(args.pod)))
         except LookupError as error:
             return error_response(404, str(error))
     ages = extender.contexts.custom_ages
-    report = decision.explain(args.pod) | context_report(args.pod, extender.namespace(args.pod), contexts, ages)
+    estimate = estimate_or_fallback(extender.estimate(args.pod), args.pod)
+    report = decision.explain(args.pod) | context_report(
+        args.pod, extender.namespace(args.pod), contexts, ages, estimate
+    )
     report["unknownNodes"] = unknown
     if book_name == "shadow":
         report["book"] = "shadow"

@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 
 from rulesched.cluster import Cluster, build_cluster
 from rulesched.cluster.sources import SourceError
+from rulesched.extender import audit_http
 from rulesched.extender.app import create_app
 from rulesched.extender.connection import connection_protocol
 from rulesched.extender.logformat import configure_logging
@@ -24,6 +25,7 @@ from rulesched.extender.metrics import Metrics
 from rulesched.extender.observe import Observer
 from rulesched.extender.recording import Recorder, RecordLimits
 from rulesched.extender.refresh import Refresher
+from rulesched.extender.requeue import Requeue
 from rulesched.extender.shadow import Shadow
 from rulesched.extender.state import Extender
 from rulesched.rules.book import RuleBook
@@ -67,6 +69,8 @@ def build(settings: Settings) -> Parts:
     except SourceError as error:
         raise StartupError(str(error)) from error
     _follow_metric_sources(store, cluster)
+    if settings.deschedule == "on" and cluster.access is None:
+        raise StartupError("--deschedule on needs a cluster, and none was found (give --kubeconfig or --cluster on)")
     if settings.enable_bind and cluster.binder is None:
         raise StartupError("--enable-bind needs a cluster, and none was found (give --kubeconfig or --cluster on)")
     app = create_app(settings, store, cluster, Observer(metrics))
@@ -80,17 +84,26 @@ def build(settings: Settings) -> Parts:
         record = RecordLimits(settings.record_segment_bytes, settings.record_max_bytes, settings.record_queue)
         extender.recorder = Recorder(settings.record_dir, record, extender.idle, metrics)
     refresher = Refresher(extender, metrics) if settings.refresh_ahead else None
+    requeue = _requeue(settings, extender, metrics)
+    auditor = app.state.auditor = audit_http.build_auditor(settings, store, cluster)
+    audit_http.install(app.router.routes, metrics, auditor)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         cluster.start()
+        if auditor is not None:
+            auditor.start()
         if extender.recorder is not None:
             extender.recorder.start()
         watching = [asyncio.create_task(r.run(), name="rules-reloader") for r in reloaders]
         refreshing = asyncio.create_task(refresher.run(), name="refresh-ahead") if refresher else None
+        requeuing = _started(requeue)
         try:
             yield
         finally:
+            if requeue is not None and requeuing is not None:
+                requeue.stop()
+                await asyncio.wait_for(requeuing, 5)
             for reloader in reloaders:
                 reloader.stop()
             await asyncio.wait_for(asyncio.gather(*watching), 5)
@@ -101,10 +114,30 @@ def build(settings: Settings) -> Parts:
                 extender.shadow.stop()
             if extender.recorder is not None:
                 await asyncio.to_thread(extender.recorder.stop)
+            if auditor is not None:
+                await asyncio.to_thread(auditor.stop)
             cluster.stop()
 
     app.router.lifespan_context = lifespan
     return Parts(settings, store, cluster, app)
+
+
+def _requeue(settings: Settings, extender: Extender, metrics: Metrics) -> Requeue | None:
+    """`--requeue`'s remembered pods and nudge thread (the cluster's API client writes the nudges)."""
+    if not settings.requeue:
+        return None
+    access = extender.cluster.access
+    if access is None:
+        raise StartupError("--requeue needs a cluster, and none was found (give --kubeconfig or --cluster on)")
+    extender.requeue = Requeue(extender, settings, metrics, access.api)
+    return extender.requeue
+
+
+def _started(requeue: Requeue | None) -> asyncio.Task[None] | None:
+    if requeue is None:
+        return None
+    requeue.start()
+    return asyncio.create_task(requeue.run(), name="requeue")
 
 
 def _follow_metric_sources(store: RuleStore, cluster: Cluster) -> None:
@@ -135,7 +168,10 @@ def _shadow(settings: Settings, store: RuleStore, extender: Extender, metrics: M
     """The shadow book, loaded now. Rules that do not load do not stop the server (the live rules decide;
     the shadow is advice): it starts without a shadow book, says why in its log and in GET /shadow, and
     the next change to the directory that loads becomes the shadow book."""
-    shadow = Shadow(store, extender.idle, metrics, capacity=settings.shadow_queue, deadline=settings.request_deadline)
+    shadow = Shadow(
+        store, extender.idle, metrics, capacity=settings.shadow_queue, deadline=settings.request_deadline,
+        inline_work=settings.shadow_inline_work,
+    )  # fmt: skip
     directory = settings.shadow_rules_dir
     if directory is None or not directory.is_dir():
         log.error("shadow rules directory %s does not exist; no shadow book until it does", directory)

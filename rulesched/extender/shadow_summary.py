@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import operator
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,9 @@ PODS_COUNTED = 10_000
 """Distinct pods that would be unschedulable, counted (and remembered) at most."""
 NODES_SHOWN = 10
 """Differing nodes named in one example or log line (all are counted)."""
+
+
+_PASSED = operator.attrgetter("passed")
 
 
 def top_node(decision: Decision) -> str | None:
@@ -84,12 +88,10 @@ class Comparison:
 def compare(verb: str, pod: Mapping[str, Any], live: Decision, shadow: Decision) -> Comparison:
     """Compare the live and the shadow decision of one call over the same candidates."""
     if verb == "filter":
-        passed, other = set(live.passed), set(shadow.passed)
-        nodes = sorted(passed ^ other)
+        nodes = _differing(live, shadow, bytes(map(_PASSED, live.verdicts)), bytes(map(_PASSED, shadow.verdicts)))
         tops: tuple[str | None, str | None] = (None, None)
     else:
-        theirs = shadow.nodes
-        nodes = sorted(n for n, v in live.nodes.items() if n in theirs and (v.score or 0) != (theirs[n].score or 0))
+        nodes = _differing(live, shadow, live.scores(), shadow.scores())
         tops = (top_node(live), top_node(shadow))
     return Comparison(
         verb,
@@ -101,6 +103,18 @@ def compare(verb: str, pod: Mapping[str, Any], live: Decision, shadow: Decision)
         live_rejections=rejections(live) if verb == "filter" else Counter(),
         shadow_rejections=rejections(shadow) if verb == "filter" else Counter(),
     )
+
+
+def _differing(live: Decision, shadow: Decision, ours: Sequence[object], theirs: Sequence[object]) -> list[str]:
+    """The candidates whose outcome (`ours`, `theirs`: pass or fail, or final score, in candidate order)
+    differs, sorted; compared by position (the right after an answer makes every call pay this: no verdict
+    is named, as `Decision.nodes` would), by name when the two decisions' candidates are not in one order."""
+    if live.names == shadow.names:
+        if ours == theirs:
+            return []
+        return sorted(itertools.compress(live.names, map(operator.ne, ours, theirs)))
+    mine, other = dict(zip(live.names, ours, strict=True)), dict(zip(shadow.names, theirs, strict=True))
+    return sorted(name for name, value in mine.items() if name in other and other[name] != value)
 
 
 def _pod_name(pod: Mapping[str, str]) -> str:
@@ -148,6 +162,26 @@ class Summary:
         if key not in self.unschedulable and len(self.unschedulable) < PODS_COUNTED:
             self.unschedulable[key] = pod
 
+    def _compared(self) -> dict[str, int]:
+        """How much of the traffic was compared: the calls handed on, those compared, those dropped."""
+        compared = sum(c["same"] + c["differs"] for c in self.counts.values())
+        dropped = sum(c["dropped"] for c in self.counts.values())
+        return {"calls": compared + dropped, "compared": compared, "dropped": dropped}
+
+    def _headline(self) -> list[str]:
+        """The summary in words, each count said "of N compared" so that a dropped share is not read as
+        no difference."""
+        filters, prioritize = self.counts["filter"], self.counts["prioritize"]
+        filtered, ranked = filters["same"] + filters["differs"], prioritize["same"] + prioritize["differs"]
+        seen = self._compared()
+        return [
+            f"{filters['differs']} of {filtered} filter calls compared pass other nodes",
+            f"{len(self.unschedulable)} pods unschedulable ({self.unschedulable_calls} of {filtered} filter calls"
+            " compared)",
+            f"{self.top_changes} of {ranked} prioritize calls compared change their top node",
+            f"{seen['compared']} of {seen['calls']} calls compared, {seen['dropped']} dropped",
+        ]
+
     def as_dict(self) -> dict[str, Any]:
         """What GET /shadow shows."""
         with self._lock:
@@ -161,6 +195,8 @@ class Summary:
                     verb: {outcome: counts[outcome] for outcome in ("same", "differs", "dropped")}
                     for verb, counts in self.counts.items()
                 },
+                "compared": self._compared(),
+                "headline": self._headline(),
                 "unschedulable": {
                     "calls": self.unschedulable_calls,
                     "pods": len(self.unschedulable),

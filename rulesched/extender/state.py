@@ -11,7 +11,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -42,6 +42,17 @@ Found = tuple[Sequence[NodeContext], Mapping[str, str], Decision]
 """A call's node contexts, the names it could not evaluate (with why), and its decision."""
 
 
+class AfterFilter(Protocol):
+    """`--requeue` (`extender.requeue.Requeue`), told of each filter answer whether any node passed (a protocol:
+    that module imports this one)."""
+
+    def after_filter(self, pod: Mapping[str, Any], names: Sequence[str], passed: bool) -> Callable[[], None]:
+        """The step to run once the answer is sent."""
+
+    def status(self) -> dict[str, Any]:
+        """What /rules says of it."""
+
+
 class Extender:
     """The state the verbs share: settings, the rule store, the cluster sources, the observer."""
 
@@ -64,6 +75,8 @@ class Extender:
         """Whether a filter or prioritize call is being answered: the shadow and recording threads wait for it."""
         self.shadow: Shadow | None = None
         self.recorder: Recorder | None = None
+        self.requeue: AfterFilter | None = None
+        """`--requeue`: told of every filter answer (after it is sent) whether the pod may be retried later."""
         self.last_prioritize: tuple[Mapping[str, Any], list[str]] | None = None
         """The last names-mode prioritize call's pod and candidates, which `--refresh-ahead` evaluates again."""
 
@@ -75,7 +88,9 @@ class Extender:
         """`engine.evaluate` of the call, cut short at its deadline. A call the caches answer (a replica, say), or
         that needs little evaluation (`--loop-work`, from the rules' estimated costs: a new pod over cheap rules),
         is answered here; any other runs in the evaluation thread. Evaluations never overlap: the caches are not
-        shared between threads."""
+        shared between threads. A call without an `estimate` is given the pod's from the usage store."""
+        if call.estimate is None:
+            call = call._replace(estimate=self.estimate(call.pod))
         work = functools.partial(evaluate, prepared(book), call)
         if not self.evaluating:
             try:
@@ -196,6 +211,11 @@ class Extender:
         source = self.cluster.namespaces
         return source.get(namespace_name(pod)) if source is not None else None
 
+    def estimate(self, pod: Mapping[str, Any]) -> Mapping[str, float] | None:
+        """The pod's `estimate` from the usage store (None without one: the rules see its requests)."""
+        estimates = self.cluster.estimates
+        return estimates.store.estimate(pod) if estimates is not None else None
+
     def handing_on(self) -> bool:
         """Whether answered calls go anywhere after their answer (a shadow book, a recording)."""
         return self.shadow is not None or self.recorder is not None
@@ -216,8 +236,9 @@ class Extender:
         now, book = call
         contexts, unknown, decision = found
         item = Answered(
-            verb, args.nodes is not None, args.pod, contexts, unknown, self.namespace(args.pod), now, book, decision
-        )
+            verb, args.nodes is not None, args.pod, contexts, unknown, self.namespace(args.pod), now, book, decision,
+            self.estimate(args.pod),
+        )  # fmt: skip
         return lambda: self.hand_on(item)
 
     def forget(self, pod: Mapping[str, Any]) -> None:

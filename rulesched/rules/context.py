@@ -44,17 +44,23 @@ _ALLOCATED_ZERO: Mapping[str, float] = {"cpu": 0.0, "memory": 0.0}
 _RECENT_ZERO: Mapping[str, float] = {"cpu": 0.0, "memory": 0.0}
 
 
+def _recent_zero() -> dict[str, Any]:
+    return {"count": 0.0, "requests": dict(_RECENT_ZERO), "estimates": dict(_RECENT_ZERO)}
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class NodePods:
     """What the rules see of the pods on one node: `pods` (trimmed views), `allocated` and `recent`."""
 
     pods: Sequence[Mapping[str, Any]] = field(default_factory=list)
     allocated: Mapping[str, float] = field(default_factory=lambda: {**_ALLOCATED_ZERO, "pods": 0.0})
-    recent: Mapping[str, Any] = field(default_factory=lambda: {"count": 0.0, "requests": dict(_RECENT_ZERO)})
+    recent: Mapping[str, Any] = field(default_factory=_recent_zero)
     version: Hashable = 0
     """Changes whenever anything above changes (the node's entry in the pod source's change log)."""
     recent_uids: frozenset[str] = frozenset()
     """The uids of `pods` counted in `recent` (pending placements are counted but not in `pods`)."""
+    recent_estimates: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """The estimate each pod of `recent_uids` was counted with in `recent.estimates`, by uid."""
 
     def without(self, uids: Collection[str]) -> NodePods:
         """These pods with the pods `uids` gone (preemption's victims): from `pods`, `allocated` and `recent`."""
@@ -64,13 +70,22 @@ class NodePods:
         allocated["pods"] = float(len(kept))
         count = float(self.recent.get("count", 0.0))
         requests: dict[str, float] = dict(self.recent.get("requests") or {})
+        estimates: dict[str, float] = dict(self.recent.get("estimates") or {})
         for pod in gone:
             if _uid(pod) in self.recent_uids:
                 count -= 1.0
-                for name, value in (pod.get("requests") or {}).items():
-                    requests[name] = requests.get(name, 0.0) - value
-        recent = {"count": count, "requests": requests}
-        return NodePods(kept, allocated, recent, (self.version, tuple(sorted(uids))), self.recent_uids - set(uids))
+                _subtract(requests, pod.get("requests") or {})
+                _subtract(estimates, self.recent_estimates.get(_uid(pod)) or {})
+        recent = {"count": count, "requests": requests, "estimates": estimates}
+        left = self.recent_uids - set(uids)
+        estimated = {uid: e for uid, e in self.recent_estimates.items() if uid in left}
+        return NodePods(kept, allocated, recent, (self.version, tuple(sorted(uids))), left, estimated)
+
+
+def _subtract(total: dict[str, float], gone: Mapping[str, float]) -> None:
+    for name, value in gone.items():
+        if name in total:
+            total[name] -= value
 
 
 def _uid(view: Mapping[str, Any]) -> str:
@@ -86,14 +101,24 @@ def total_requests(views: Iterable[Mapping[str, Any]], zero: Mapping[str, float]
     return total
 
 
-def node_pods(views: Sequence[Mapping[str, Any]], recent: Sequence[Mapping[str, Any]], version: Hashable) -> NodePods:
+def node_pods(
+    views: Sequence[Mapping[str, Any]],
+    recent: Sequence[Mapping[str, Any]],
+    version: Hashable,
+    estimates: Sequence[Mapping[str, float]] | None = None,
+) -> NodePods:
     """The `NodePods` of a node with these pod views, of which (or beside which, when not yet seen
-    bound) `recent` were placed after the node's metrics sample."""
+    bound) `recent` were placed after the node's metrics sample; `estimates`, one per pod of `recent`,
+    are what each was expected to use (their requests when not given: the default fallback)."""
     allocated = total_requests(views, _ALLOCATED_ZERO)
     allocated["pods"] = float(len(views))
     recent_requests = total_requests(recent, _RECENT_ZERO)
+    expected = list(estimates) if estimates is not None else [v.get("requests") or {} for v in recent]
+    recent_estimates = {name: sum((float(e.get(name, 0.0)) for e in expected), 0.0) for name in _RECENT_ZERO}
     uids = frozenset(_uid(v) for v in recent) & frozenset(_uid(v) for v in views)
-    return NodePods(list(views), allocated, {"count": float(len(recent)), "requests": recent_requests}, version, uids)
+    by_uid = {_uid(v): {n: float(e.get(n, 0.0)) for n in _RECENT_ZERO} for v, e in zip(recent, expected, strict=True)}
+    summary = {"count": float(len(recent)), "requests": recent_requests, "estimates": recent_estimates}
+    return NodePods(list(views), allocated, summary, version, uids, {u: by_uid[u] for u in uids})
 
 
 EMPTY_PODS = NodePods()
@@ -427,9 +452,11 @@ def context_report(
     namespace: Mapping[str, Any] | None,
     contexts: Sequence[NodeContext],
     ages: Ages | None = None,
+    estimate: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """What an explanation adds about the cluster context: the pod's `namespaceObject`, and each node's
-    pods (names), `allocated`, `recent` and custom metric values with their ages (`nodeContext`)."""
+    """What an explanation adds about the cluster context: the pod's `namespaceObject` and `estimate` (when
+    given), and each node's pods (names), `allocated`, `recent` and custom metric values with their ages
+    (`nodeContext`)."""
     nodes = {}
     for context in contexts:
         names = [f"{p['metadata'].get('namespace', '')}/{p['metadata'].get('name', '')}" for p in context.pods.pods]
@@ -437,7 +464,8 @@ def context_report(
         values = context.metrics.get("custom") or {}
         known = ages(context) if ages is not None else {}
         nodes[context.name]["custom"] = {k: {"value": v, "age": known.get(k)} for k, v in sorted(values.items())}
-    return {"namespaceObject": namespace_view(pod, namespace), "nodeContext": nodes}
+    report = {"namespaceObject": namespace_view(pod, namespace), "nodeContext": nodes}
+    return report if estimate is None else report | {"estimate": dict(estimate)}
 
 
 def node_addresses(node: Mapping[str, Any]) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from rulesched.rules.cel.analysis import paths_of
+from rulesched.rules.cel.analysis import fields, paths_of
 from rulesched.rules.errors import LoadError
 from rulesched.rules.model import Filter, Metadata, RuleSet, Score, Variable
 
@@ -43,7 +43,11 @@ def parse_duration(value: object) -> float:
     return seconds
 
 
-Duration = Annotated[float, BeforeValidator(parse_duration)]
+DurationText = Annotated[str, Field(pattern=r"^\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+\s*$")]
+Duration = Annotated[
+    float, BeforeValidator(parse_duration, json_schema_input_type=DurationText | Annotated[float, Field(gt=0)])
+]
+"""Seconds, written as a number or a Prometheus duration; the schema (`rulesched schema`) takes both forms."""
 
 
 def _http_url(value: str) -> str:
@@ -159,8 +163,9 @@ def _expressions(rule_set: RuleSet) -> Iterator[tuple[tuple[str | int, ...], str
 
 
 def custom_reads(expression: str) -> set[str]:
-    """The custom metric names an expression reads by name (`metrics.custom.cpu5m` → cpu5m)."""
-    found = paths_of([expression]).get("metrics", frozenset())
+    """The custom metric names an expression reads by name (`metrics.custom.cpu5m` → cpu5m); testing the map
+    itself (`has(metrics.custom)`) names none."""
+    found = [fields(path) for path in paths_of([expression]).get("metrics", frozenset())]
     return {path[1] for path in found if len(path) >= 2 and path[0] == "custom"}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 API_VERSION = "rulesched.io/v1alpha1"
 
@@ -26,7 +26,9 @@ def _null_is_empty(value: object) -> object:
     return [] if value is None else value
 
 
-RuleList = BeforeValidator(_null_is_empty)
+def _rule_list(model: type) -> BeforeValidator:
+    """A list of rules that may also be written as YAML null; the schema (`rulesched schema`) says so too."""
+    return BeforeValidator(_null_is_empty, json_schema_input_type=list[model] | None)  # type: ignore[valid-type]
 
 
 class _Strict(BaseModel):
@@ -57,6 +59,8 @@ class Filter(_Strict):
     resolvableByPreemption: Flag = False
     failurePolicy: Literal["Fail", "Ignore"] = "Fail"
     mode: Mode = "Enforce"
+    audit: Flag = True
+    """Whether the audit of running pods evaluates this filter (false: it matters at placement only)."""
 
 
 class Score(_Strict):
@@ -69,11 +73,34 @@ class Score(_Strict):
     mode: Mode = "Enforce"
 
 
+class Descheduling(_Strict):
+    """What may be done about running pods that violate this rule set's filters (docs/guides/descheduling.md)."""
+
+    action: Literal["Report", "Evict"] = "Report"
+    filters: Annotated[list[RuleName], _rule_list(str)] = []
+    """The Enforce filters whose violations count; empty: every audited Enforce filter of the rule set."""
+    minAgeSeconds: Annotated[int, Field(ge=0, strict=True)] = 300
+    """Pods placed more recently than this are left where they are."""
+    maxEvictionsPerMinute: Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)] = 1.0
+    """This rule set's eviction rate (the server's `--deschedule-rate` bounds them all together)."""
+
+
 class RuleSetSpec(_Strict):
-    matchConditions: Annotated[list[MatchCondition], RuleList] = []
-    variables: Annotated[list[Variable], RuleList] = []
-    filters: Annotated[list[Filter], RuleList] = []
-    scores: Annotated[list[Score], RuleList] = []
+    matchConditions: Annotated[list[MatchCondition], _rule_list(MatchCondition)] = []
+    variables: Annotated[list[Variable], _rule_list(Variable)] = []
+    filters: Annotated[list[Filter], _rule_list(Filter)] = []
+    scores: Annotated[list[Score], _rule_list(Score)] = []
+    audit: Flag = True
+    """Whether the audit of running pods evaluates this rule set's filters (false: none of them)."""
+    descheduling: Descheduling | None = None
+
+    @model_validator(mode="after")
+    def _descheduled_filters_exist(self) -> RuleSetSpec:
+        enforced = {f.name for f in self.filters if f.mode == "Enforce"}
+        unknown = [name for name in (self.descheduling.filters if self.descheduling else []) if name not in enforced]
+        if unknown:
+            raise ValueError(f"descheduling.filters names no Enforce filter of this rule set: {', '.join(unknown)}")
+        return self
 
 
 class Metadata(BaseModel):

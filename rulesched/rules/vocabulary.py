@@ -15,11 +15,12 @@ import datetime
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from rulesched.rules.cel.shape import (
     ANY,
     LABELS,
+    LIST_DEFAULT,
     METADATA,
     NUMBERS,
     PODS_PER_NODE,
@@ -31,6 +32,7 @@ from rulesched.rules.cel.shape import (
     string,
 )
 from rulesched.rules.context import NodeContext, namespace_view, pod_requests
+from rulesched.rules.estimate import estimate_or_fallback
 
 
 class Side(enum.Enum):
@@ -69,8 +71,20 @@ CelType = Literal["dyn", "numbers", "timestamp"]
 """A name's declared CEL type: `numbers` is a map of resource names to numbers (declared dyn: see `cel/cpp.py`)."""
 NodeReader = Callable[[NodeContext], object]
 """How a node-side value is read off a node context."""
-RequestReader = Callable[[Mapping[str, Any], Mapping[str, Any] | None, datetime.datetime], object]
-"""How a request-side value is read off the pod, its Namespace object (None: not known) and the time."""
+
+
+class RequestInputs(NamedTuple):
+    """What a request-side value is read off: the pod, its Namespace object (None: not known), the time, and
+    the pod's usage estimate (None: the default fallback, its requests)."""
+
+    pod: Mapping[str, Any]
+    namespace: Mapping[str, Any] | None
+    now: datetime.datetime
+    estimate: Mapping[str, float] | None = None
+
+
+RequestReader = Callable[[RequestInputs], object]
+"""How a request-side value is read off what the call asks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +117,7 @@ def _listed(value: Sequence[Mapping[str, Any]]) -> object:
 NAMES: tuple[Name, ...] = (
     Name(
         "pod", "dyn", Side.REQUEST, record(metadata=METADATA), "map", "the Pod exactly as kube-scheduler sent it",
-        trimmed=True, in_match_conditions=True, read_request=lambda pod, namespace, now: pod,
+        trimmed=True, in_match_conditions=True, read_request=lambda inputs: inputs.pod,
     ),
     Name(
         "node", "dyn", Side.NODE,
@@ -115,7 +129,10 @@ NAMES: tuple[Name, ...] = (
         trimmed=True, read_node=lambda context: context.node,
     ),
     Name(
-        "metrics", "dyn", Side.SAMPLE, mapping(record()), "map",
+        # A map (`'cpu' in metrics` is a lookup) whose `custom` is a map of numbers, as `allocatable` is.
+        "metrics", "dyn", Side.SAMPLE,
+        Shape(size=LIST_DEFAULT, item=record(), fields={"custom": NUMBERS}, mapping=True),
+        "map",
         "live usage, numbers only: `metrics.cpu.usage` (cores), `metrics.cpu.utilization` (usage ÷ allocatable), "
         "`metrics.memory.usage` (bytes), `metrics.memory.utilization`, `metrics.age` (seconds between the sample "
         "and its arrival). Keys are absent when unknown or stale: test with `has(metrics.cpu)`",
@@ -131,12 +148,12 @@ NAMES: tuple[Name, ...] = (
         "requests", "numbers", Side.REQUEST, NUMBERS, "map",
         "the pod's effective requests as doubles, as kube-scheduler computes them (containers summed, the maximum "
         "with each init container, restartable init containers added, plus overhead)",
-        key=Key.WHOLE, read_request=lambda pod, namespace, now: pod_requests(pod),
+        key=Key.WHOLE, read_request=lambda inputs: pod_requests(inputs.pod),
     ),
     Name("variables", "dyn", Side.DERIVED, ANY, "map", "the rule set's variables", key=Key.NONE),
     Name(
         "now", "timestamp", Side.REQUEST, SCALAR, "timestamp", "the time of the request",
-        key=Key.TIME, in_match_conditions=True, read_request=lambda pod, namespace, now: now,
+        key=Key.TIME, in_match_conditions=True, read_request=lambda inputs: inputs.now,
     ),
     Name(
         "allocated", "numbers", Side.NODE_PODS, NUMBERS, "map",
@@ -163,17 +180,25 @@ NAMES: tuple[Name, ...] = (
         read_node=lambda context: _listed(context.pods.pods),
     ),
     Name(
-        "recent", "dyn", Side.NODE_PODS, record(count=SCALAR, requests=NUMBERS), "map",
-        "`count` and `requests` of the pods placed on the node after its metrics sample, including those this "
-        "extender chose and the watch has not confirmed yet: `metrics.cpu.usage + recent.requests.cpu` is the "
-        "burst-aware estimate",
+        "recent", "dyn", Side.NODE_PODS, record(count=SCALAR, requests=NUMBERS, estimates=NUMBERS), "map",
+        "`count`, `requests` and `estimates` (what they will use: [usage estimates](../guides/usage-estimates.md)) "
+        "of the pods placed on the node after its metrics sample, including those this extender chose and the "
+        "watch has not confirmed yet: `metrics.cpu.usage + recent.estimates.cpu` is the burst-aware estimate",
         read_node=lambda context: context.pods.recent,
+    ),
+    Name(
+        "estimate", "numbers", Side.REQUEST, NUMBERS, "map of doubles",
+        "what the pod will use: `cpu` (cores), `memory` (bytes), from the usage of its workload's pods, and "
+        "`samples` (the polls it comes from; 0: the fallback, by default its `requests`) "
+        "([usage estimates](../guides/usage-estimates.md))",
+        key=Key.WHOLE, read_request=lambda inputs: dict(estimate_or_fallback(inputs.estimate, inputs.pod)),
     ),
     Name(
         "namespaceObject", "dyn", Side.REQUEST,
         record(metadata=record(name=string(63), labels=LABELS, annotations=mapping(string(VIEW_ANNOTATION_CHARS)))),
         "map", "the pod's Namespace (`metadata.name`, `labels`, `annotations`); also in matchConditions",
-        trimmed=True, in_match_conditions=True, read_request=lambda pod, namespace, now: namespace_view(pod, namespace),
+        trimmed=True, in_match_conditions=True,
+        read_request=lambda inputs: namespace_view(inputs.pod, inputs.namespace),
     ),
 )  # fmt: skip
 """Every name a rule can read, in the order the docs list them."""
@@ -203,11 +228,9 @@ def listed(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def request_values(
-    pod: Mapping[str, Any], namespace: Mapping[str, Any] | None, now: datetime.datetime
-) -> dict[str, object]:
+def request_values(inputs: RequestInputs) -> dict[str, object]:
     """Every request-side name's value for the pod, untrimmed (the reference evaluation's)."""
-    return {e.name: e.read_request(pod, namespace, now) for e in NAMES if e.read_request is not None}
+    return {e.name: e.read_request(inputs) for e in NAMES if e.read_request is not None}
 
 
 def node_values(context: NodeContext) -> dict[str, object]:

@@ -104,7 +104,7 @@ def _json_value(value: Any) -> Any:
         return value.isoformat().replace("+00:00", "Z")
     if isinstance(value, datetime.timedelta):
         return f"{value.total_seconds():g}s"
-    if isinstance(value, bytes):
+    if isinstance(value, (bytes, bytearray)):  # cel-cpp gives bytes as a bytearray
         return base64.b64encode(value).decode()
     if value is None or isinstance(value, (bool, int, float, str)):
         return value

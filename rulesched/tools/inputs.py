@@ -17,7 +17,8 @@ from typing import Any
 import yaml
 
 from rulesched.cluster.contexts import NodeContexts
-from rulesched.cluster.pods import FileNamespaceSource, FilePodSource, NamespaceSource, PodSource
+from rulesched.cluster.namespaces import FileNamespaceSource
+from rulesched.cluster.pods import FilePodSource, NamespaceSource, PodSource
 from rulesched.cluster.sources import FileMetricsSource, MetricsSource, SourceError, read_document
 from rulesched.decide.decision import Decision
 from rulesched.decide.fast import evaluate, prepared
@@ -109,11 +110,14 @@ def decide(
     *,
     pods: PodSource | None = None,
     namespaces: NamespaceSource | None = None,
+    estimate: Mapping[str, float] | None = None,
 ) -> Decision:
     """The server's decision for `pod` over `nodes` (full mode: the nodes as the request carries them),
-    with the pods on each node and the pod's namespace when their sources are given."""
+    with the pods on each node and the pod's namespace when their sources are given, and the pod's
+    `estimate` (None: the fallback, its requests)."""
     contexts = file_contexts(metrics, pods).for_objects(nodes)
-    return evaluate(prepared(book), Call(pod, contexts, now=now, namespace=namespace_of(pod, namespaces)))
+    call = Call(pod, contexts, now=now, namespace=namespace_of(pod, namespaces), estimate=estimate)
+    return evaluate(prepared(book), call)
 
 
 def file_contexts(metrics: MetricsSource | None, pods: PodSource | None) -> NodeContexts:

@@ -16,13 +16,31 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rulesched.recording_format import FORMAT, SEGMENT, VERSION
 from rulesched.rules.context import NO_CUSTOM, ContextKey, NodeContext, NodePods, allocatable_numbers
 
 READS = frozenset({1})
 """The recording format versions this rulesched reads."""
+
+
+class Header(BaseModel):
+    """The first line of every segment (docs/operations/recording.md); later fields a newer minor change adds
+    are allowed, as a reader skips what it does not know."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    type: Literal["header"]
+    format: Literal["rulesched-recording"]
+    version: Annotated[int, Field(strict=True)]
+    rulesched: str | None = None
+    """The rulesched version that wrote the segment."""
+    segment: Annotated[int, Field(strict=True, ge=1)] | None = None
+    started: str | None = None
+    """When the segment was begun (RFC 3339)."""
 
 
 class RecordingError(Exception):
@@ -44,6 +62,8 @@ class Call:
     decision: Mapping[str, Any]
     where: str
     """`segment:line`, for messages."""
+    estimate: Mapping[str, float] | None = None
+    """The pod's `estimate` the live rules saw (None: not recorded, the fallback)."""
 
 
 @dataclass
@@ -93,6 +113,12 @@ def check_header(header: Any, where: str) -> None:
         raise RecordingError(f"{where}: not a rulesched recording (its first line is not a {FORMAT} header)")
     version = header.get("version")
     if version in READS:
+        try:
+            Header.model_validate(header)
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(map(str, first["loc"]))
+            raise RecordingError(f"{where}: invalid recording header: {field}: {first['msg']}") from None
         return
     made_by = f" (written by rulesched {header['rulesched']})" if header.get("rulesched") else ""
     if isinstance(version, int) and version > VERSION:
@@ -175,6 +201,7 @@ class _SegmentReader:
                 rules=record.get("rules") or {},
                 decision=record["decision"],
                 where=where,
+                estimate=record.get("estimate"),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise RecordingError(f"{where}: a call refers to what its segment lacks ({error})") from error
@@ -185,10 +212,13 @@ class _CutShortError(Exception):
 
 
 def _node_pods(record: Mapping[str, Any], ref: str) -> NodePods:
+    recent = dict(record.get("recent") or {})
+    # A recording made before `recent.estimates` existed: the live rules then counted requests, the fallback.
+    recent.setdefault("estimates", dict(recent.get("requests") or {"cpu": 0.0, "memory": 0.0}))
     return NodePods(
         list(record.get("pods") or []),
         record.get("allocated") or {},
-        record.get("recent") or {},
+        recent,
         ref,
         frozenset(record.get("recentUids") or ()),
     )

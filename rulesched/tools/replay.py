@@ -56,7 +56,8 @@ def decided(book: RuleBook, call: Call) -> Verdict:
     """The verdict of `book` for the call, on the node contexts it saw, at the time it was made."""
     filters = call.verb == Verb.FILTER
     verb = Verb.FILTER if filters else Verb.PRIORITIZE
-    decision = evaluate(prepared(book), Asked(call.pod, call.contexts, verb, call.now, namespace=call.namespace))
+    asked = Asked(call.pod, call.contexts, verb, call.now, namespace=call.namespace, estimate=call.estimate)
+    decision = evaluate(prepared(book), asked)
     if not filters:
         return Verdict(scores={name: node.score or 0 for name, node in decision.nodes.items()})
     failures = decision.failures()

@@ -131,6 +131,10 @@ def write_ruletest(recording: Recording, pod: str, rules: Sequence[Path], out: P
         "now": filtered.now.isoformat(),
         "expect": expectations(filtered, prioritized),
     }
+    if filtered.estimate is not None:  # the pod's estimate the live rules saw
+        case = {**{k: v for k, v in case.items() if k != "expect"}, "estimate": dict(filtered.estimate)} | {
+            "expect": case["expect"]
+        }
     document = {
         "apiVersion": "rulesched.io/v1alpha1",
         "kind": "RuleTest",

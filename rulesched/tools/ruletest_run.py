@@ -180,6 +180,7 @@ def run_case(suite: Suite, index: int, book: RuleBook, default: Snapshot) -> Cas
         _aware(case.now),
         pods=snapshot.pods,
         namespaces=snapshot.namespaces,
+        estimate=case.estimate,
     )
     result.failures = compare(case.expect, decision)
     result.actual = actual_summary(decision) if result.failures else []

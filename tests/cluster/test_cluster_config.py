@@ -64,7 +64,8 @@ def test_explicit_kubeconfig_gives_the_live_sources(
     assert cluster.description == (
         f"Kubernetes API {api.url} via kubeconfig {kubeconfig} (--kubeconfig), nodes from the API (list+watch), "
         "metrics from metrics-server every 0.05s, pods from the API (list+watch), "
-        "namespaces from the API (list+watch), custom metrics from the MetricSources' Prometheus queries"
+        "namespaces from the API (list+watch), custom metrics from the MetricSources' Prometheus queries, "
+        "pod usage from metrics-server every 0.05s"
     )
     cluster.start()
     assert cluster.nodes.wait_ready(5)

@@ -97,7 +97,7 @@ def test_explain_shows_the_pods_allocated_recent_and_namespace(client: httpx.Cli
     assert node2["pods"] == ["default/etl-2", "default/web-0"]  # report-0 Succeeded: not counted
     assert node2["allocated"]["cpu"] == pytest.approx(0.75)
     assert node2["allocated"]["pods"] == 2
-    assert node2["recent"] == {"count": 0, "requests": {"cpu": 0, "memory": 0}}
+    assert node2["recent"] == {"count": 0, "requests": {"cpu": 0, "memory": 0}, "estimates": {"cpu": 0, "memory": 0}}
 
 
 def test_offline_placements_are_not_counted(client: httpx.Client) -> None:

@@ -70,7 +70,7 @@ def test_first_list_keeps_the_assigned_non_terminal_pods_trimmed(pods: PodCache,
     empty = pods.node_pods("node-a", None)
     assert (empty.allocated, empty.recent) == (
         {"cpu": 0.0, "memory": 0.0, "pods": 0.0},
-        {"count": 0.0, "requests": {"cpu": 0.0, "memory": 0.0}},
+        {"count": 0.0, "requests": {"cpu": 0.0, "memory": 0.0}, "estimates": {"cpu": 0.0, "memory": 0.0}},
     )
 
 

@@ -19,6 +19,7 @@ from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import context_report
+from rulesched.rules.estimate import fallback_estimate
 from rulesched.rules.loader import load_rule_book
 from rulesched.settings import Settings
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, RULES
@@ -45,8 +46,9 @@ def test_explain_json_is_the_engines_decision(capsys: pytest.CaptureFixture[str]
     metrics = FileMetricsSource(EXAMPLE_METRICS)
     built = NodeContexts(None, metrics, None, metrics.custom)
     contexts = built.for_objects(read_document(EXAMPLE_NODES)["items"])
+    estimate = fallback_estimate(pod)
     expected = evaluate(prepared(book), Call(pod, contexts)).explain(pod) | context_report(
-        pod, None, contexts, built.custom_ages
+        pod, None, contexts, built.custom_ages, estimate
     )
     assert report == expected
 

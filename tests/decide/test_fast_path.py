@@ -23,7 +23,17 @@ from rulesched.decide.verbs import Call, Verb
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import ENGINE_NAMES, Engine, EngineName, make_engine
 from rulesched.rules.cel.analysis import PRESENT, paths
-from rulesched.rules.context import NodeContext, NodePods, NodeUsage, node_context, node_pods, pod_view, with_sample
+from rulesched.rules.context import (
+    NodeContext,
+    NodeCustom,
+    NodePods,
+    NodeUsage,
+    node_context,
+    node_pods,
+    pod_view,
+    with_custom,
+    with_sample,
+)
 from rulesched.rules.loader import load_rule_book
 from tests.builders import NOW, make_pod, make_usage, rule_set, write_rules
 
@@ -41,6 +51,17 @@ CONDITIONS = [
     "now > timestamp('2020-01-01T00:00:00Z')",
     "!('team' in namespaceObject.metadata.labels) || namespaceObject.metadata.labels['team'] != 'skip'",
 ]
+CUSTOM_FILTERS = [
+    "!has(metrics.custom) || !has(metrics.custom.cpu5m) || metrics.custom.cpu5m < 0.5",
+    "metrics.?custom.?cpu5m.orValue(0.0) < 0.5",
+    "metrics.custom[?'mem'].orValue(1.0) > 0.3",
+    "!('cpu5m' in metrics.custom) || metrics.custom['cpu5m'] < 0.5",
+    "metrics.custom.all(k, metrics.custom[k] < 0.8)",
+    "cel.bind(c, metrics.custom, !has(c.mem) || c.mem < 0.5)",
+    "cel.bind(m, metrics, has(m.custom) && m.custom.exists(k, k == 'cpu5m'))",
+    "metrics.custom.cpu5m < 0.5",
+]
+"""Filters reading `metrics.custom` (defined by `METRIC_SOURCE`) in each guarded form, and one unguarded."""
 NODE_FILTERS = [
     "has(node.metadata.labels) && 'filter.xy.com' in node.metadata.labels",
     "node.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')",
@@ -54,6 +75,8 @@ NODE_FILTERS = [
     "allocated.cpu + 1.0 <= allocatable.cpu && allocated.pods < 3.0",
     "pods.all(p, !('app' in p.metadata.labels) || p.metadata.labels['app'] != 'db')",
     "recent.count < 2.0 || recent.requests.cpu < 1.0",
+    *CUSTOM_FILTERS,
+    "recent.estimates.cpu < 1.5",
 ]
 POD_FILTERS = [
     "!has(pod.metadata.labels) || !('zone' in pod.metadata.labels)"
@@ -69,6 +92,11 @@ POD_FILTERS = [
     " || pods.filter(p, 'app' in p.metadata.labels && p.metadata.labels['app'] == pod.metadata.labels['app'])"
     ".size() < 2",
     "allocated.cpu + requests.cpu <= allocatable.cpu",
+    "!has(pod.metadata.labels) || !('app' in pod.metadata.labels) || !has(metrics.custom)"
+    " || metrics.custom[?'cpu5m'].orValue(0.0) < (pod.metadata.labels['app'] == 'db' ? 0.3 : 0.6)",
+    "cel.bind(c, metrics.custom, !('mem' in c) || c['mem'] * requests.cpu < 0.5)",
+    "(has(metrics.cpu) ? metrics.cpu.usage : 0.0) + recent.estimates.cpu + estimate.cpu < allocatable.cpu",
+    "estimate.samples > 0.0 || requests.cpu < 2.0",
     "!('team' in namespaceObject.metadata.labels) || namespaceObject.metadata.labels['team'] != 'ml'"
     " || (has(node.metadata.labels) && 'tier' in node.metadata.labels)",
 ]
@@ -86,13 +114,29 @@ SCORES = [
     ("double(pod.metadata.name.size()) - variables.free", "MinMax"),
     ("-(metrics.cpu.usage + recent.requests.cpu)", "MinMax"),
     ("-allocated.cpu", "MinMax"),
+    ("-(metrics.cpu.usage + recent.estimates.cpu + estimate.cpu)", "MinMax"),
     ("10.0 - double(pods.size())", "Clamp"),
     (
         "'team' in namespaceObject.metadata.labels && namespaceObject.metadata.labels['team'] == 'ml'"
         " ? allocatable.cpu : 0.0",
         "MinMax",
     ),
+    ("has(metrics.custom.cpu5m) ? 10.0 * (1.0 - metrics.custom.cpu5m) : 0.0", "Clamp"),
+    ("metrics.custom.?mem.orValue(0.0) * double(size(pod.metadata.name))", "MinMax"),
+    ("metrics.custom[?'mem'].orValue(1.0) + (has(metrics.custom) ? 0.0 : 1.0)", "MinMax"),
+    ("cel.bind(c, metrics.custom, double(c.size()) + ('cpu5m' in c ? c['cpu5m'] : 0.0))", "MinMax"),
 ]
+METRIC_SOURCE = """\
+apiVersion: rulesched.io/v1alpha1
+kind: MetricSource
+metadata: {name: prometheus}
+spec:
+  prometheus: {url: "http://prometheus.monitoring.svc:9090"}
+  queries:
+  - {name: cpu5m, query: "cpu5m"}
+  - {name: mem, query: "mem"}
+"""
+"""Defines the custom metrics the rules read; every book has it (a MetricSource is never polled here)."""
 
 
 def _quoted(text: str) -> str:
@@ -146,6 +190,7 @@ def load(tmp_path: Path, engine: Engine, documents: list[str], generation: int) 
     directory = tmp_path / f"rules-{generation}"
     for index, text in enumerate(documents):
         write_rules(directory, text, f"{index}.yaml")
+    write_rules(directory, METRIC_SOURCE, "source.yaml")
     return load_rule_book([directory], engine, generation=generation)
 
 
@@ -169,6 +214,11 @@ def random_usage(rng: random.Random) -> NodeUsage | None:
         return None
     cpu = rng.choice([None, rng.uniform(0.1, 6.0)])
     return make_usage(cpu=cpu, memory=rng.choice([None, rng.uniform(1e8, 1.5e10)]), age=rng.choice([None, 5.0]))
+
+
+def random_custom(rng: random.Random) -> NodeCustom:
+    """The node's custom metric values: each of them, or none (Prometheus has none for the node)."""
+    return NodeCustom({k: rng.choice([0.2, 0.4, 0.7]) for k in ("cpu5m", "mem") if rng.random() < 0.6})
 
 
 def workload_pod(rng: random.Random, workload: int, replica: int) -> dict[str, Any]:
@@ -198,7 +248,15 @@ def random_pods(rng: random.Random, version: int) -> NodePods:
         pod["metadata"]["uid"] = f"uid-{version}-{index}"
         views.append(pod_view(pod))
     recent = [v for v in views if rng.random() < 0.4]
-    return node_pods(views, recent, version)
+    estimates = [{"cpu": rng.choice([0.1, 0.5, 1.5]), "memory": 1e8} for _ in recent]
+    return node_pods(views, recent, version, estimates if rng.random() < 0.7 else None)
+
+
+def random_estimate(rng: random.Random) -> dict[str, float] | None:
+    """The pod's `estimate` as the usage store may give it: none (the fallback, its requests), or learnt."""
+    if rng.random() < 0.3:
+        return None
+    return {"cpu": rng.choice([0.2, 0.5, 1.5]), "memory": 2e8, "samples": float(rng.choice([1, 3]))}
 
 
 def random_namespace(rng: random.Random, pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -219,7 +277,8 @@ class Cluster:
     def _context(self, index: int) -> NodeContext:
         self.version += 1
         node, usage = random_node(self.rng, index, self.version), random_usage(self.rng)
-        return node_context(node, usage, now=NOW, pods=random_pods(self.rng, self.version))
+        pods = random_pods(self.rng, self.version)
+        return node_context(node, usage, now=NOW, pods=pods, custom=random_custom(self.rng))
 
     def churn(self) -> None:
         """A new version of a few nodes (their object or their metrics sample)."""
@@ -227,11 +286,15 @@ class Cluster:
             self.contexts[index] = self._context(index)
 
     def resample(self) -> None:
-        """A new metrics sample for a few nodes, their objects and pods unchanged (a metrics poll), made as
-        the names-mode contexts make it: the memo is made again from the old one."""
+        """A new metrics sample (a metrics-server poll) or new custom values (a Prometheus poll) for a few
+        nodes, their objects and pods unchanged, made as the names-mode contexts make them: the memo is
+        made again from the old one."""
         for index in self.rng.sample(range(len(self.contexts)), 3):
             old = self.contexts[index]
-            self.contexts[index] = with_sample(old, random_usage(self.rng), old.pods, now=NOW)
+            if self.rng.random() < 0.5:
+                self.contexts[index] = with_sample(old, random_usage(self.rng), old.pods, now=NOW, custom=old.key[4])
+            else:  # a Prometheus poll: only the custom values change
+                self.contexts[index] = with_custom(old, random_custom(self.rng))
 
     def candidates(self) -> list[NodeContext]:
         chosen = self.rng.sample(self.contexts, self.rng.randint(1, len(self.contexts)))
@@ -263,7 +326,8 @@ def run_calls(tmp_path: Path, engine: Engine, seed: int, calls: int, size: int =
         verb = rng.choice([Verb.FILTER, Verb.PRIORITIZE, Verb.EXPLAIN])
         nodes = cluster.candidates()
         namespace = random_namespace(random.Random(pod["metadata"]["namespace"] + str(book.generation)), pod)
-        asked = Call(pod, nodes, verb, now, namespace=namespace)
+        estimate = random_estimate(random.Random(f"{pod['metadata'].get('labels')}{call // 7}"))
+        asked = Call(pod, nodes, verb, now, namespace=namespace, estimate=estimate)
         fast = evaluate(prepared(book), asked)
         plain = reference.evaluate(book, asked)
         if rng.random() < 0.5:  # as the extender answers filter: the outcome first, then rejections are counted

@@ -1,7 +1,7 @@
 """A burst of replicas through filter → prioritize → bind, as kube-scheduler drives the extender.
 
 The metrics do not change during the burst (metrics-server samples every 15-60 s). With the founding rule
-set as shipped (`metrics.cpu.usage + recent.requests.cpu`), the replicas spread over the labelled nodes;
+set as shipped (`metrics.cpu.usage + recent.estimates.cpu`), the replicas spread over the labelled nodes;
 with usage alone (the rule set before issue #13), every replica lands on the node that looked least busy.
 Bindings go through the loopback API, so the pod watch sees them, as it would in a cluster.
 """
@@ -49,7 +49,7 @@ def founding_rules(tmp_path: Path, usage_only: bool) -> Path:
     directory.mkdir()
     text = (RULES / "xy-least-cpu.yaml").read_text()
     if usage_only:
-        text = text.replace("metrics.cpu.usage + recent.requests.cpu", "metrics.cpu.usage")
+        text = text.replace("metrics.cpu.usage + recent.estimates.cpu", "metrics.cpu.usage")
         assert "recent" not in text.split("variables:")[1]
     (directory / "xy-least-cpu.yaml").write_text(text)
     return directory

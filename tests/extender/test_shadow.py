@@ -6,7 +6,6 @@ The live rules are the founding example, the shadow rules change it in the known
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import logging
 import time
@@ -158,32 +157,6 @@ def test_each_differing_call_is_one_decision_log_line(
     assert prioritize["nodes"] == ["k8s-node1", "k8s-node2"]
     assert prioritize["live"] == {"generation": 1, "passed": 2, "top": "k8s-node2"}
     assert prioritize["shadowBook"] == {"generation": 1, "passed": 2, "top": "k8s-node1"}
-
-
-def test_the_queue_is_bounded_and_what_it_cannot_hold_is_counted_as_dropped(tmp_path: Path) -> None:
-    options = settings(tmp_path, shadow_rules_dir=rules_dir(tmp_path / "shadow", SHADOW), shadow_queue=1)
-    sent = 0
-    with running(options) as server:
-
-        def burst(worker: int) -> int:
-            with httpx.Client(base_url=server.url) as client:
-                for index in range(40):
-                    body = names_args(pod(f"p-{worker}-{index}"), CLASSIC)
-                    assert client.post("/filter", json=body).status_code == 200
-            return 40
-
-        with concurrent.futures.ThreadPoolExecutor(6) as pool:
-            sent = sum(pool.map(burst, range(6)))
-        with httpx.Client(base_url=server.url) as client:
-            summary = compared(client, sent)
-            metrics = client.get("/metrics").text
-    counts = summary["comparisons"]["filter"]
-    assert counts["same"] + counts["differs"] + counts["dropped"] == sent == 240
-    assert counts["dropped"] > 0
-    assert counts["same"] == 0  # every comparison made found the known difference
-    assert (
-        f'rulesched_shadow_comparisons_total{{outcome="dropped",verb="filter"}} {float(counts["dropped"])}' in metrics
-    )
 
 
 def test_explain_shows_the_shadow_books_view_of_the_same_pod(

@@ -49,6 +49,27 @@ EXPRESSIONS = [
     "node.metadata.labels.zone in ['a', 'b'] ? 1 : node.metadata.labels.tier in ['gold'] ? 2 : 3",
     "int(size(node.status.conditions)) * 2 - (has(node.metadata.labels) ? 1 : 0)",
 ]
+METRICS_EXPRESSIONS = [
+    "!has(metrics.custom) || !has(metrics.custom.cpu5m) || metrics.custom.cpu5m < 0.5",
+    "has(metrics.custom) ? metrics.custom.size() : -1",
+    "has(metrics.custom.cpu5m) ? metrics.custom.cpu5m : -1.0",
+    "metrics.?custom.?cpu5m.orValue(0.0)",
+    "metrics.custom.?cpu5m.hasValue()",
+    "metrics.?custom.orValue({}).size()",
+    "metrics.custom[?'cpu5m'].orValue(-1.0)",
+    "metrics.custom['cpu5m'] < 0.5",
+    "'cpu5m' in metrics.custom && !('mem' in metrics.custom)",
+    "metrics.custom.exists(k, metrics.custom[k] > 0.5)",
+    "metrics.custom.all(k, v, v < 0.5)",
+    "metrics.custom.filter(k, k != 'cpu5m').size()",
+    "cel.bind(c, metrics.custom, has(c.cpu5m) && c.cpu5m > 0.5)",
+    "cel.bind(m, metrics, has(m.custom) && m.custom.exists(k, has(m.custom.cpu5m)))",
+    "[metrics.custom].exists(c, 'mem' in c)",
+    "has(metrics.cpu) && has(metrics.custom.mem)",
+    "[1].exists(x, has(metrics.custom) && has(node.metadata.labels))",
+]
+"""Reads of `metrics.custom` behind each kind of guard, of its presence, of an optional selection, an index,
+a comprehension over it and macros in `cel.bind`."""
 CPP_ONLY = [
     "node.?metadata.?labels.?zone.orValue('none')",
     "node.metadata.labels[?'tier'].orValue('none')",
@@ -69,6 +90,15 @@ def random_node(rng: random.Random) -> dict[str, Any]:
     if rng.random() < 0.5:
         node["spec"] = {"taints": [{"key": "k"}] * rng.randrange(3)} if rng.random() < 0.7 else {}
     return node
+
+
+def random_metrics(rng: random.Random) -> dict[str, Any]:
+    """A `metrics` value: `custom` with some of its values, or (not in a node's context, but a map the
+    expressions may meet) without `custom` at all."""
+    metrics: dict[str, Any] = {"cpu": {"usage": rng.random()}} if rng.random() < 0.5 else {}
+    if rng.random() < 0.85:
+        metrics["custom"] = {k: rng.choice([0.2, 0.7]) for k in ("cpu5m", "mem") if rng.random() < 0.6}
+    return metrics
 
 
 def random_pod(rng: random.Random) -> dict[str, Any]:
@@ -95,12 +125,12 @@ def trimmed(source: str, context: dict[str, Any]) -> dict[str, Any]:
 
 
 def expressions_for(engine: Engine) -> list[str]:
-    return EXPRESSIONS + (CPP_ONLY if engine.name == "cpp" else [])
+    return EXPRESSIONS + METRICS_EXPRESSIONS + (CPP_ONLY if engine.name == "cpp" else [])
 
 
 def test_the_paths_found_are_enough_to_evaluate_every_expression(engine: Engine) -> None:
     rng = random.Random(17)
-    contexts = [{"node": random_node(rng), "pod": random_pod(rng)} for _ in range(40)]
+    contexts = [{"node": random_node(rng), "pod": random_pod(rng), "metrics": random_metrics(rng)} for _ in range(40)]
     wrong = []
     for source in expressions_for(engine):
         for context in contexts:

@@ -74,6 +74,10 @@ TABLE: list[tuple[str, Any]] = [
     ("metrics.memory.usage", Error("")),
     ("'missing' in node.metadata.labels", False),
     ("has(metrics.memory) ? metrics.memory.usage : 0.0", 0.0),
+    # has(e.f) when e is absent or not a map: an error, as in cel-go (celpy's own has() said false)
+    ("has(metrics.memory.usage)", Error("")),
+    ("has(node.metadata.labels.zone.x)", Error("")),
+    ("!has(metrics.memory) || has(metrics.memory.usage)", True),
     # macros
     ("node.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')", True),
     ("node.status.conditions.all(c, c.type != 'DiskPressure')", True),

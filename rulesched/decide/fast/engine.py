@@ -51,7 +51,7 @@ def evaluate(prepared: Plan, call: Call) -> Decision:
     Past the call's deadline, every rule not yet evaluated fails with the deadline's error and follows its
     failurePolicy; the Decision says so, and the plan's caches are dropped, so that no result of this call
     is reused."""
-    request = prepared.request(call.pod, call.now or datetime.datetime.now(datetime.UTC), call.namespace)
+    request = prepared.request(call.pod, call.now or datetime.datetime.now(datetime.UTC), call.namespace, call.estimate)
     with cel_deadline(call.deadline) as expiry:
         evaluation = Evaluation(prepared, request)
         decision = evaluation.run(call.nodes, call.verb, call.distinct, call.names)

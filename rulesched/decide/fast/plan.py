@@ -32,6 +32,7 @@ from rulesched.rules.vocabulary import (
     TIME,
     Key,
     NodeReader,
+    RequestInputs,
     RequestReader,
     Side,
 )
@@ -111,11 +112,17 @@ class Plan:
         return rule
 
     def request(
-        self, pod: Mapping[str, Any], now: datetime.datetime, namespace: Mapping[str, Any] | None = None
+        self,
+        pod: Mapping[str, Any],
+        now: datetime.datetime,
+        namespace: Mapping[str, Any] | None = None,
+        estimate: Mapping[str, float] | None = None,
     ) -> PodRequest:
-        """The pod's trimmed values and their key (the same for every replica of a workload)."""
+        """The pod's trimmed values and their key (the same for every replica of a workload, while their
+        `estimate`, when a rule reads it, is the same: None is the default fallback, the pod's requests)."""
+        inputs = RequestInputs(pod, namespace, now, estimate)
         values: dict[str, Any] = {}
         for name, read, paths in self.request_values:
-            value = read(pod, namespace, now)
+            value = read(inputs)
             values[name] = value if paths is None else trim(value, paths)
         return PodRequest(values, key_of([values[name] for name in self.request_key]), now)

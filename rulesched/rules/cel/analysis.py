@@ -32,7 +32,8 @@ Path = tuple[str, ...]
 
 PRESENT = "\x00"
 """A field name no object has: a path ending with it reads only whether its parent field is present
-(`has(node.metadata.labels)`), so trimming keeps the parent (a map) but none of its entries."""
+(`has(node.metadata.labels)`), so trimming keeps the parent (a map) but none of its entries. It is not a
+field: what names the fields a path selects reads them through `fields`."""
 
 _IDENTIFIERS = frozenset({"ident", "dot_ident", "ident_arg", "dot_ident_arg"})
 _PASS_THROUGH = frozenset(
@@ -84,6 +85,12 @@ def paths(source: str) -> dict[str, frozenset[Path]]:
     for name, path, _ in _Tree(tree).context_reads():
         found.setdefault(name, set()).add(path)
     return {name: frozenset(selected) for name, selected in found.items()}
+
+
+def fields(path: Path) -> Path:
+    """The fields `path` selects, without the presence test: `has(metrics.custom)` reads whether `metrics`
+    has `custom` (the path `("custom", PRESENT)`), which names `custom` and no field of it."""
+    return path[:-1] if path and path[-1] == PRESENT else path
 
 
 def paths_of(sources: Iterable[str]) -> dict[str, frozenset[Path]]:
@@ -223,4 +230,5 @@ def _string(node: Any) -> str | None:
     simple = _SIMPLE_STRING.fullmatch(str(node.children[0]))
     if simple is None:
         return None
-    return simple[1] if simple[1] is not None else simple[2]
+    key = simple[1] if simple[1] is not None else simple[2]
+    return None if PRESENT in key else key  # a key holding the marker would read as a presence test

@@ -40,6 +40,7 @@ from rulesched.rules.cel.celpy_optional import OPTIONAL_FUNCTIONS, Optional
 from rulesched.rules.cel.library import NOT_PLAIN, Overload, TypeName
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.libs.format import shortest
+from rulesched.rules.cel.libs.times import UNIX_SECONDS
 from rulesched.rules.cel.rewrite import celpy_name, for_celpy, rewritten
 
 _NUMBERS = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
@@ -188,7 +189,17 @@ def _functions() -> dict[str, Callable[..., Any]]:
     functions.update(OPTIONAL_FUNCTIONS)
     functions["_[_]"] = _index
     functions["string"] = _to_string
+    functions["timestamp"] = _timestamp
     return functions
+
+
+def _timestamp(value: Any) -> Any:
+    # celpy has no `timestamp(int)` (seconds since the epoch), which cel-go and cel-cpp have.
+    if not isinstance(value, celtypes.IntType) or isinstance(value, celtypes.BoolType):
+        return _BASE["timestamp"](value)
+    if int(value) not in UNIX_SECONDS:  # an exact int: `in` on a range scans for anything else
+        return celpy.evaluation.CELEvalError("timestamp overflow")
+    return celtypes.TimestampType(datetime.datetime.fromtimestamp(int(value), datetime.UTC))
 
 
 def _index(container: Any, key: Any) -> Any:

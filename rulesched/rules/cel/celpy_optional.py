@@ -5,7 +5,8 @@
 An `Optional` holds a value or none; `hasValue()`, `value()`, `orValue(v)` and `or(o)` read it, as in
 cel-go (`value()` of none is an error). Optional aggregate entries:
 `[a, ?b]` and `{k: v, ?k2: o}` become `optional__list([...])` and `optional__map([...])`, every entry
-then an optional, kept when it holds a value.
+then an optional, kept when it holds a value. `has(e.f)` becomes `has__field(e, 'f')`: presence as
+cel-go tests it, an error when `e` is one.
 """
 
 from __future__ import annotations
@@ -44,10 +45,21 @@ def _error(message: str) -> celpy.evaluation.CELEvalError:
     return celpy.evaluation.CELEvalError(message)
 
 
+_EPOCH = celtypes.TimestampType("1970-01-01T00:00:00Z")
+
+
 def _zero(value: Any) -> bool:
+    """Whether `value` is its type's zero value, as cel-go's `optional.ofNonZeroValue` tells (a timestamp's
+    is the epoch); celpy's numbers refuse to compare across kinds (`1.0 == 0`), so each is read as a float."""
     if isinstance(value, (celtypes.ListType, celtypes.MapType, str, bytes)):
         return len(value) == 0
-    return value is None or value == 0 or value is False
+    if isinstance(value, celtypes.TimestampType):
+        return bool(value == _EPOCH)
+    if isinstance(value, celtypes.DurationType):
+        return not value
+    if isinstance(value, (celtypes.BoolType, celtypes.IntType, celtypes.UintType, celtypes.DoubleType)):
+        return float(value) == 0.0
+    return value is None
 
 
 def _select(value: Any, key: Any) -> Optional:
@@ -64,6 +76,13 @@ def _optional_access(value: Any, key: Any) -> Any:
     if isinstance(value, Optional):
         return _NONE if value.value is _MISSING else _optional_access(value.value, key)
     return _select(value, key)
+
+
+def _has_field(value: Any, name: Any) -> Any:
+    """`has(value.name)`: an error `value` never reaches here (celpy passes it on as the call's result)."""
+    if isinstance(value, celtypes.MapType):
+        return celtypes.BoolType(name in value)
+    return _error(f"no such field: {name}")
 
 
 def _value(optional: Any) -> Any:
@@ -131,6 +150,7 @@ OPTIONAL_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "optional__field": _optional_access,
     "optional__index": _optional_access,
     "hasValue": _has_value,
+    "has__field": _has_field,
     "value": _value,
     "orValue": _or_value,
     "or": _or,

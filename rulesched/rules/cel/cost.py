@@ -234,7 +234,7 @@ class Estimator:
         target_node, name_token = node.children[0], node.children[1]
         name = str(name_token)
         arguments = _arguments(node)
-        if name in _MACROS and len(arguments) >= 2 and all(_ident_name(a) for a in arguments[:-1]):
+        if name in _MACROS and _comprehension_names(name, arguments):
             return self._comprehension(name, target_node, arguments)
         if name == "bind" and _is_ident(target_node, "cel") and len(arguments) == 3:
             return self._bind(arguments)
@@ -258,7 +258,7 @@ class Estimator:
 
     def _comprehension(self, macro: str, target_node: Any, arguments: Sequence[lark.Tree[Any]]) -> Estimate:
         target = self.visit(target_node)
-        names = [_ident_name(a) or "" for a in arguments[:-1]]
+        names = _comprehension_names(macro, arguments)
         count = target.shape.length(as_list=True)
         element = target.shape.element()
         key = ANY if target.shape.mapping or target.shape.unknown else SCALAR  # a map's keys, or a list's index
@@ -284,7 +284,7 @@ class Estimator:
         return any(name in scope for scope in self.locals)
 
 
-_NAMESPACES = frozenset({"sets", "math", "optional", "strings", "base64", "cel", "lists"})
+_NAMESPACES = frozenset({"sets", "math", "optional", "strings", "base64", "cel", "lists", "jsonpatch"})
 """Function name prefixes: `sets.contains(a, b)` is a global function, not a method of `sets`."""
 
 _MACROS: Mapping[str, int] = {
@@ -300,6 +300,14 @@ _MACROS: Mapping[str, int] = {
 }
 """Comprehension macros, with the cost of one iteration beside the body's: cel-go's loop condition
 (`@not_strictly_false(__result__)`) and step (`__result__ && body`, `__result__ + [body]`, ...)."""
+
+
+def _comprehension_names(macro: str, arguments: Sequence[lark.Tree[Any]]) -> list[str]:
+    """The variables a macro call names (empty: not a comprehension). Each has one body but the filtered
+    forms, which have two: `l.map(x, p, f)`, `m.transformMap(k, v, p, f)` and the other `transform*`."""
+    filtered = (macro == "map" and len(arguments) == 3) or (macro.startswith("transform") and len(arguments) == 4)
+    names = [_ident_name(a) for a in arguments[: len(arguments) - (2 if filtered else 1)]]
+    return [n for n in names if n] if names and len(names) <= 2 and all(names) else []
 
 
 def _arguments(node: lark.Tree[Any]) -> list[lark.Tree[Any]]:
@@ -579,6 +587,11 @@ FUNCTIONS: Mapping[str, CallCost] = {
     "sets.equivalent": _sets,
     "sets.intersects": _sets,
     "strings.quote": _quote,
+    # reads the key once; each character escaped is two (`/` → `~1`)
+    "jsonpatch.escapeKey": lambda t, a: (
+        max(1, _traverse(_size_of(a[0] if a else None))),
+        Shape(size=2 * _size_of(a[0] if a else None)),
+    ),
     "math.greatest": _list_scan,
     "math.least": _list_scan,
     # Kubernetes' format library: a validator reads the string once (a list of reasons, bounded, comes back)
@@ -587,7 +600,7 @@ FUNCTIONS: Mapping[str, CallCost] = {
     **{f"format.{name}": _fixed() for name in FORMAT_NAMES},
 }
 """Every function the model knows: the Kubernetes libraries (lists, sets, regex, urls, ip, cidr, format,
-quantity, semver), cel-go's string extensions and the standard functions. Others: `_unknown`."""
+quantity, semver, jsonpatch), cel-go's string extensions and the standard functions. Others: `_unknown`."""
 
 
 def _unknown(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:

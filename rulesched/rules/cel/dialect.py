@@ -3,9 +3,12 @@
 Kubernetes refuses at compile time a literal argument that can never work; so does rulesched, for the
 same functions: a regular expression (`matches`, `find`, `findAll`) that RE2 refuses, and a string
 literal given to `duration`, `timestamp`, `quantity`, `ip`, `cidr`, `url` or `semver` that does not
-parse. The error carries the literal's position. A function only one engine has (`math.*`, cel-cpp's
+parse, or an integer given to `timestamp` outside years 0001 to 9999. The error carries the literal's
+position; so does a map literal with a key twice, and `sum`, `min`, `max` of a literal list of a
+type they do not take (`['a'].sum()`). A function only one engine has (`math.*`, cel-cpp's
 math extension) is refused on both, naming the engine that lacks it, so that a rule loads alike on
-either engine (docs/rules/functions.md).
+either engine (docs/rules/functions.md). `has()` of a bare name (`has(metrics)`) is refused as CEL
+refuses it, with what to write instead: a name is always defined, `has()` tests a field of it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import lark
 from rulesched.rules.cel.analysis import syntax_tree
 from rulesched.rules.cel.base import CelCompileError
 from rulesched.rules.cel.libs import cidr, ip, quantity, regex, semver, urls
-from rulesched.rules.cel.libs.times import check_duration, check_timestamp
+from rulesched.rules.cel.libs.times import check_duration, check_timestamp, check_unix_seconds
 
 ONE_ENGINE_NAMESPACES: dict[str, str] = {"math": "celpy"}
 """Namespaces of functions only one engine has, and the engine that lacks them."""
@@ -49,6 +52,7 @@ def check(source: str) -> None:
     if tree is None:
         return
     found = [problem for node in tree.iter_subtrees() for problem in _problems(node)]
+    found += [problem for node in tree.find_data("map_lit") for problem in _duplicate_keys(source, node)]
     if found:
         message, token = min(found, key=lambda problem: (problem[1].line or 0, problem[1].column or 0))
         raise CelCompileError(message, token.line, token.column)
@@ -57,14 +61,21 @@ def check(source: str) -> None:
 def _problems(node: lark.Tree[Any]) -> Iterator[tuple[str, lark.Token]]:
     if node.data == "ident_arg":
         name, args = str(node.children[0]), _arguments(node)
-        if name == "matches" and len(args) == 2:
+        if name == "has" and len(args) == 1 and _bare_ident(args[0]) is not None:
+            token = cast(lark.Token, _unwrapped(args[0]).children[0])
+            yield _bare_has(str(token)), token
+        elif name == "matches" and len(args) == 2:
             yield from _checked(args[1], "regular expression", regex.compiled)
         elif name == "semver" and len(args) == 2 and _bool(args[1]) is True:
             yield from _checked(args[0], "semver", semver.normalized)
         elif name in _ONE_STRING and len(args) == 1:
             yield from _checked(args[0], name, _ONE_STRING[name])
+            if name == "timestamp":
+                yield from _checked_seconds(args[0])
     elif node.data == "member_dot_arg":
         name, args, namespace = str(node.children[1]), _arguments(node), _bare_ident(node.children[0])
+        if name in _NOT_FOR and not args:
+            yield from _not_for(name, node)
         if name in _REGEX_METHODS and args:
             yield from _checked(args[0], "regular expression", regex.compiled)
         if namespace in ONE_ENGINE_NAMESPACES:
@@ -76,6 +87,13 @@ def _problems(node: lark.Tree[Any]) -> Iterator[tuple[str, lark.Token]]:
             )
 
 
+def _bare_has(name: str) -> str:
+    return (
+        f"has({name}): has() tests whether a map or message has a field, as in has({name}.field); {name} itself"
+        " is always defined, so test a field of it or drop the test (docs/rules/language.md)"
+    )
+
+
 def _checked(argument: lark.Tree[Any], what: str, parse: Callable[[str], object]) -> Iterator[tuple[str, lark.Token]]:
     found = _string_literal(argument)
     if found is None:
@@ -85,6 +103,90 @@ def _checked(argument: lark.Tree[Any], what: str, parse: Callable[[str], object]
         parse(text)
     except ValueError as error:
         yield f"invalid {what} literal {text!r}: {error}", token
+
+
+def _duplicate_keys(source: str, literal: lark.Tree[Any]) -> Iterator[tuple[str, lark.Token]]:
+    """A map literal with one key twice (`{'a': 1, 'a': 2}`), which Kubernetes refuses at compile time. An
+    optional entry (`?'a': o`) may hold nothing, so a repeat there is left to the evaluation."""
+    lists = [c for c in literal.children if isinstance(c, lark.Tree)]
+    items = [c for c in lists[0].children if isinstance(c, lark.Tree)] if lists else []
+    seen: set[tuple[str, object]] = set()
+    before = literal.meta.start_pos + 1
+    for key, value in zip(items[0::2], items[1::2], strict=True):
+        optional = "?" in source[before : key.meta.start_pos]  # the grammar keeps no `?` in the tree
+        before = value.meta.end_pos
+        found = _key(key)
+        if found is None or optional:
+            continue
+        identity, token = found
+        if identity in seen:
+            shown = repr(identity[1]) if identity[0] == "string" else str(token)
+            yield f"duplicate key {shown} in a map literal", token
+        seen.add(identity)
+
+
+def _key(node: Any) -> tuple[tuple[str, object], lark.Token] | None:
+    """A literal map key, as what it equals (a string by its value, an int or a bool by its text)."""
+    found = _string_literal(node)
+    if found is not None:
+        return ("string", found[1]), found[0]
+    node = _unwrapped(node)
+    token = node.children[0] if isinstance(node, lark.Tree) and node.data in ("literal", "ident") else None
+    if not isinstance(token, lark.Token):
+        return None
+    if token.type == "INT_LIT" or (node.data == "ident" and str(token) in ("true", "false")):  # `true`: an ident
+        return (node.data, str(token)), token
+    return None
+
+
+_LITERAL_TYPES = {
+    "INT_LIT": "int",
+    "UINT_LIT": "uint",
+    "FLOAT_LIT": "double",
+    "STRING_LIT": "string",
+    "MLSTRING_LIT": "string",
+    "BYTES_LIT": "bytes",
+}
+_NOT_FOR = {"sum": {"string", "bytes", "bool", "list", "map"}, "min": {"list", "map"}, "max": {"list", "map"}}
+"""Lists functions, and the element types Kubernetes refuses them for (lists.go: sum adds numbers and
+durations, min and max compare)."""
+
+
+def _literal_type(node: Any) -> str | None:
+    """The CEL type of a literal (`[1]` is a list, `true` a bool); None for anything else, whose type only
+    a checker knows, and for `null`."""
+    node = _unwrapped(node)
+    if not isinstance(node, lark.Tree) or not node.children:
+        return None
+    first = node.children[0]
+    if node.data == "literal" and isinstance(first, lark.Token):
+        return _LITERAL_TYPES.get(first.type)
+    if node.data == "ident" and str(first) in ("true", "false"):
+        return "bool"
+    return node.data.removesuffix("_lit") if node.data in ("list_lit", "map_lit") else None
+
+
+def _not_for(name: str, call: lark.Tree[Any]) -> Iterator[tuple[str, lark.Token]]:
+    """`['a'].sum()`, `[[1]].min()`: a lists function on a literal list of a type it does not take."""
+    receiver = _unwrapped(call.children[0])
+    if not (isinstance(receiver, lark.Tree) and receiver.data == "list_lit"):
+        return
+    items = [c for part in receiver.children if isinstance(part, lark.Tree) for c in part.children]
+    refused = [kind for kind in map(_literal_type, items) if kind in _NOT_FOR[name]]
+    if refused:
+        message = f"found no matching overload for '{name}' applied to 'list({refused[0]})'"
+        yield message, cast(lark.Token, call.children[1])
+
+
+def _checked_seconds(argument: lark.Tree[Any]) -> Iterator[tuple[str, lark.Token]]:
+    """`timestamp(<int literal>)` outside years 0001 to 9999, which Kubernetes refuses too."""
+    node = _unwrapped(argument)
+    token = node.children[0] if isinstance(node, lark.Tree) and node.data == "literal" else None
+    if isinstance(token, lark.Token) and token.type == "INT_LIT" and not str(token).lower().startswith(("0x", "-0x")):
+        try:
+            check_unix_seconds(int(str(token)))
+        except ValueError as error:
+            yield f"invalid timestamp literal: {error}", token
 
 
 def _arguments(call: lark.Tree[Any]) -> list[lark.Tree[Any]]:

@@ -9,7 +9,10 @@ Each rewrite is exact (the same value and the same errors) and is made from the 
 - for celpy, namespaced library functions (`sets.contains(…)` → `sets__contains(…)`), a member
   function that has a global twin (`cidr(c).ip()` → `.ip__member()`), `cel.bind(x, i, e)` →
   `[i].map(x, e)[0]`, and the optional syntax (`m[?k]`, `x.?f`, `[?o]`, `{?k: o}`) →
-  `optional__index(m, k)`, `optional__field(x, 'f')`, `optional__list(…)`, `optional__map(…)`.
+  `optional__index(m, k)`, `optional__field(x, 'f')`, `optional__list(…)`, `optional__map(…)`;
+  and `has(e.f)` → `has__field(e, 'f')`, which is an error when `e` is (celpy's own `has()` is false
+  whenever `e.f` is an error, so `has(metrics.cpu.usage)` without `metrics.cpu` was false on celpy
+  and an error on cel-cpp, cel-go and Kubernetes).
 An expression the grammar cannot parse is left as it is: its compilation reports the error.
 """
 
@@ -167,7 +170,7 @@ def _sum(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
 def _two_variable(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
     method, args = str(call.children[1]), _arguments(call)
     names = [_bare_ident(a) for a in args[:2]]
-    size = 4 if method in ("transformList", "transformMap") else 3
+    size = 4 if method.startswith("transform") else 3
     if len(args) not in (3, size) or None in names:
         return []
     k, v = names
@@ -188,6 +191,9 @@ def _two_variable(call: lark.Tree[Any], depth: int, number: int) -> list[_Edit]:
         between, closing = f")), {ZIP}({ks}, {ks}.map({k}, {value}", ")))))"
     elif method == "transformMap":
         middle, between, closing = f", {ZIP}({KEYS}({c}), {KEYS}({c}).map({k}, {value}", "", "))))"
+    elif filtered:  # transformMapEntry
+        middle, between = f", {ENTRIES}({KEYS}({c}).filter({k}, {value}", f")).map({k}, {value}"
+        closing = "))))"
     else:
         middle, between, closing = f", {ENTRIES}({KEYS}({c}).map({k}, {value}", "", "))))"
     edits = [
@@ -213,7 +219,26 @@ def for_celpy(source: str) -> str:
             edits += _optional_selection(source, node, depth)
         elif node.data in ("list_lit", "map_lit"):
             edits += _optional_entries(source, node, depth)
+        elif node.data == "ident_arg" and str(node.children[0]) == "has":
+            edits += _has(source, node, depth)
     return _apply(source, edits) if edits else source
+
+
+def _has(source: str, call: lark.Tree[Any], depth: int) -> list[_Edit]:
+    """`has(e.f)` → `has__field(e, 'f')`: whether the map `e` has the key `f`, an error when `e` is one."""
+    args = _arguments(call)
+    selection = args[0] if len(args) == 1 else None
+    while isinstance(selection, lark.Tree) and selection.data in _WRAPPERS and len(selection.children) == 1:
+        selection = selection.children[0]
+    if not (isinstance(selection, lark.Tree) and selection.data == "member_dot"):
+        return []
+    receiver, token = selection.children[0], cast(lark.Token, selection.children[1])
+    if "?" in source[receiver.meta.end_pos : _start(token)]:
+        return []  # `has(x.?f)`: left to the engine
+    return [
+        _Edit(call.meta.start_pos, receiver.meta.start_pos, depth, "has__field("),
+        _Edit(receiver.meta.end_pos, call.meta.end_pos, depth, f", '{token}')"),
+    ]
 
 
 def _optional_entries(source: str, literal: lark.Tree[Any], depth: int) -> list[_Edit]:

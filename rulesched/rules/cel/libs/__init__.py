@@ -12,6 +12,7 @@ from rulesched.rules.cel.libs import (
     format,
     formats,
     ip,
+    jsonpatch,
     lists,
     ordering,
     quantity,
@@ -36,5 +37,6 @@ OVERLOADS: tuple[Overload, ...] = (
     *cidr.OVERLOADS,
     *urls.OVERLOADS,
     *comprehensions.OVERLOADS,
+    *jsonpatch.OVERLOADS,
 )
 """Every library overload, registered with both engines."""

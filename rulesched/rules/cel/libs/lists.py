@@ -25,6 +25,8 @@ def _ordered(items: list[Any], operation: str, pick: Callable[[Any, Any], bool])
     """The index of the first smallest (or largest) element."""
     if not items:
         raise LibraryError(f"{operation} called on empty list")
+    if any(isinstance(item, (list, dict)) or item is None for item in items):
+        raise LibraryError(f"no such overload: {operation} of a list of lists, maps or nulls, which do not compare")
     best = 0
     for index in range(1, len(items)):
         if isinstance(items[index], bool) != isinstance(items[best], bool):
@@ -57,6 +59,8 @@ def sum_(items: list[Any]) -> Any:
     if not items:
         return 0
     first = items[0]
+    if isinstance(first, bool) or not isinstance(first, (int, float)):
+        raise LibraryError("no such overload: sum of a list of neither numbers nor durations")
     if isinstance(first, float):
         total: Any = 0.0
     else:

@@ -1,5 +1,6 @@
 """The literal forms of CEL's `duration()` and `timestamp()`, checked as cel-go reads them: Go's
-`time.ParseDuration` within CEL's range, and RFC 3339 with years 0001 to 9999. Used to refuse a literal
+`time.ParseDuration` within CEL's range, and RFC 3339 (or seconds since the epoch) with years 0001 to
+9999. Used to refuse a literal
 that can never work at load time (`dialect.py`) and by Kubernetes' `datetime` format (`formats.py`).
 """
 
@@ -54,3 +55,13 @@ def check_timestamp(text: str) -> None:
         raise InvalidLiteralError(f"invalid timestamp {text!r}: {error}") from None
     if found[7] and (int(found[8]) > 23 or int(found[9]) > 59):
         raise InvalidLiteralError(f"invalid timestamp {text!r}: time zone offset out of range")
+
+
+UNIX_SECONDS = range(-62_135_596_800, 253_402_300_800)
+"""The seconds since the epoch `timestamp(int)` takes: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z."""
+
+
+def check_unix_seconds(seconds: int) -> None:
+    """`timestamp(seconds)` within CEL's range, as cel-go and cel-cpp take it."""
+    if int(seconds) not in UNIX_SECONDS:
+        raise InvalidLiteralError(f"timestamp({seconds}) out of range: years 0001 to 9999")

@@ -1,0 +1,253 @@
+"""Descheduling, opt-in twice: the audit's violations of rule sets with `spec.descheduling`, acted on when the
+server runs with `--deschedule dry-run` (logged and counted) or `--deschedule on` (evicted).
+
+It runs in the audit's thread, after each audit step (`Auditor.descheduler`), with the audit's own node
+contexts and plan copy. With `on`, only while this replica holds the lease (`cluster/lease.py`). For each
+pod with a violation of a filter the rule set's policy names (its first, in order), it checks, cheapest
+first: the exclusions (`deschedule_policy.exclusion`), the cool-down, the policy's action (`Report` only
+logs), both rates, and last the anti-loop rule: at least one *other* schedulable node passes the pod's
+filters now (`audit.passing_nodes`), at most `CHECKS_PER_STEP` such evaluations a step. Then it evicts
+(`eviction.ApiEvicter`), counts the answer by rule set and outcome, and writes an Event on the pod.
+
+Each pod's state (why it stays, or the eviction's outcome) is logged once, when it changes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import secrets
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from rulesched.cluster.audit import Violation, node_names, passing_nodes, pod_of
+from rulesched.cluster.deschedule_policy import Memory, Rate, exclusion
+from rulesched.cluster.pods import NamespaceSource
+from rulesched.rules.book import RuleBook
+from rulesched.rules.context import NodeContext, namespace_name
+from rulesched.rules.model import Descheduling
+from rulesched.settings import Settings
+
+if TYPE_CHECKING:
+    from rulesched.cluster.auditor import Auditor
+    from rulesched.cluster.eviction import ApiEvicter
+    from rulesched.cluster.kube import KubeAccess
+    from rulesched.cluster.lease import Elector
+
+log = logging.getLogger("rulesched.decision")
+
+Mode = Literal["dry-run", "on"]
+_WAITING = frozenset({"cooling-down", "rate-limited"})
+CHECKS_PER_STEP = 4
+"""Most anti-loop evaluations (the pod over every other node) one step makes."""
+CANDIDATES_PER_STEP = 256
+"""Most violating pods one step looks at, taking turns: the next step goes on where this one stopped."""
+
+
+@dataclass(frozen=True, slots=True)
+class DescheduleOptions:
+    """The server's half of the opt-in (settings `deschedule`, `deschedule_rate`, `deschedule_cooldown`, …)."""
+
+    mode: Mode
+    rate: float = 5.0
+    cooldown: float = 600.0
+    excluded_namespaces: tuple[str, ...] = ("kube-system",)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    violation: Violation
+    policy: Descheduling
+
+
+class Descheduler:
+    """Acts on the audit's violations; `step(auditor)` is called from the audit's thread."""
+
+    def __init__(
+        self,
+        options: DescheduleOptions,
+        evicter: ApiEvicter | None = None,
+        elector: Elector | None = None,
+        clock: Any = time.monotonic,
+    ) -> None:
+        self.options = options
+        self.evicter = evicter
+        self.elector = elector
+        self._clock = clock
+        self._rate = Rate(options.rate, clock())
+        self._rates: dict[str, Rate] = {}
+        self._tried = Memory()
+        self._states = Memory()
+        self._counts: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+        self._cursor = 0
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """Evictions (and dry-run ones) by (rule set, outcome), since the start."""
+        with self._lock:
+            return dict(self._counts)
+
+    def start(self) -> None:
+        if self.elector is not None:
+            self.elector.start()
+
+    def stop(self) -> None:
+        if self.elector is not None:
+            self.elector.stop()
+
+    def may_act(self) -> bool:
+        """Dry-run acts everywhere (it only logs); `on`, only while this replica holds the lease."""
+        return self.options.mode == "dry-run" or (self.elector is not None and self.elector.holding())
+
+    def step(self, auditor: Auditor) -> None:
+        """Look at up to `CANDIDATES_PER_STEP` violating pods, from where the last step stopped."""
+        book = auditor.book
+        if book is None or not self.may_act():
+            return
+        now = datetime.datetime.now(datetime.UTC)
+        found = candidates(book, auditor.violations())
+        start = self._cursor % len(found) if found else 0
+        turn = (found[start:] + found[:start])[:CANDIDATES_PER_STEP]
+        looked, checks = 0, CHECKS_PER_STEP
+        for candidate in turn:
+            if checks == 0 or not self.may_act():  # an eviction may take seconds: the lease may be gone since
+                break
+            looked += 1
+            view = _view_of(auditor, candidate.violation)
+            if view is None:
+                continue
+            reason = self._stays(candidate, view, now)
+            if reason is None:
+                checks -= 1
+                reason = self._act(book, auditor, candidate, view, now)
+            self._state(candidate.violation, reason)
+        self._cursor = start + looked
+
+    def _stays(self, candidate: Candidate, view: Mapping[str, Any], now: datetime.datetime) -> str | None:
+        """Why the pod stays before any evaluation (None: go on to the anti-loop check)."""
+        violation, policy = candidate.violation, candidate.policy
+        reason = exclusion(view, policy, self.options.excluded_namespaces, now)
+        if reason is not None:
+            return reason
+        tried = self._tried.get(violation.uid)
+        if tried is not None and self._clock() - tried < self.options.cooldown:
+            return "cooling-down"
+        if policy.action == "Report":
+            return "report-only"
+        rate = self._rate_of(violation.rule_set, policy)
+        clock = self._clock()
+        if not (self._rate.allows(clock) and rate.allows(clock)):
+            return "rate-limited"
+        return None
+
+    def _act(
+        self, book: RuleBook, auditor: Auditor, candidate: Candidate, view: Mapping[str, Any], now: datetime.datetime
+    ) -> str:
+        violation = candidate.violation
+        others = _other_nodes(auditor, violation.node)
+        namespace = _namespace(auditor.sources.namespaces, view)
+        if not passing_nodes(book, pod_of(view), others, namespace=namespace, now=now):
+            return "nowhere-else"
+        self._rate.take()
+        self._rates[violation.rule_set].take()
+        self._tried.put(violation.uid, self._clock())
+        if self.options.mode == "dry-run" or self.evicter is None:
+            self._count(violation.rule_set, "dry-run")
+            return "dry-run"
+        answer = self.evicter.evict(violation.namespace, violation.pod, violation.uid)
+        self._count(violation.rule_set, answer.outcome)
+        if answer.outcome == "evicted":
+            why = f"evicted by rulesched from {violation.node}: rule {violation.rule_set}/{violation.rule}: "
+            failed = self.evicter.record_event(
+                violation.namespace, violation.pod, violation.uid, why + violation.message
+            )
+            if failed:
+                log.warning("the Event of the eviction of %s/%s was not written: %s", *_pod(violation), failed)
+        return answer.outcome if not answer.message else f"{answer.outcome}: {answer.message}"
+
+    def _rate_of(self, rule_set: str, policy: Descheduling) -> Rate:
+        rate = self._rates.get(rule_set)
+        if rate is None or rate.per_minute != policy.maxEvictionsPerMinute:
+            rate = self._rates[rule_set] = Rate(policy.maxEvictionsPerMinute, self._clock())
+        return rate
+
+    def _count(self, rule_set: str, outcome: str) -> None:
+        with self._lock:
+            self._counts[(rule_set, outcome)] += 1
+
+    def _state(self, violation: Violation, state: str) -> None:
+        """Log the pod's state when it changes (a refusal repeated after each cool-down is said once); waiting for
+        the cool-down or the rate is no new state."""
+        if state in _WAITING or self._states.get(violation.uid) == state:
+            return
+        self._states.put(violation.uid, state)
+        fields = {"deschedule": state.split(":")[0], "violation": violation.as_dict(), "mode": self.options.mode}
+        log.info("deschedule: %s/%s on %s (rule %s/%s): %s", *_pod(violation), violation.node, violation.rule_set,
+                 violation.rule, state, extra=fields)  # fmt: skip
+
+
+def build_descheduler(settings: Settings, access: KubeAccess | None) -> Descheduler | None:
+    """The descheduler `settings` ask for: none (`off`), dry-run, or evicting through `access` with a lease."""
+    if settings.deschedule == "off":
+        return None
+    options = DescheduleOptions(
+        settings.deschedule,
+        settings.deschedule_rate,
+        settings.deschedule_cooldown,
+        settings.deschedule_excluded_namespaces,
+    )
+    if settings.deschedule == "dry-run" or access is None:
+        return Descheduler(options)
+    # Imported only when evicting: the kubernetes client is heavy, and only a cluster needs it.
+    from rulesched.cluster.eviction import ApiEvicter
+    from rulesched.cluster.lease import Elector, LeaseClient
+
+    identity = settings.lease_identity or f"{socket.gethostname()}_{secrets.token_hex(4)}"
+    lease = LeaseClient(access.api, settings.lease_namespace, settings.lease_name)
+    elector = Elector(lease, identity, settings.lease_duration)
+    return Descheduler(options, ApiEvicter(access.api, identity=identity), elector)
+
+
+def candidates(book: RuleBook, violations: Sequence[Violation]) -> list[Candidate]:
+    """Per pod, its first violation of an Enforce filter its rule set's descheduling policy names."""
+    policies = {rs.name: rs.source.spec.descheduling for rs in book.rule_sets if rs.source.spec.descheduling}
+    found: dict[str, Candidate] = {}
+    for violation in violations:
+        policy = policies.get(violation.rule_set)
+        if policy is None or not violation.enforce or violation.uid in found:
+            continue
+        if not policy.filters or violation.rule in policy.filters:
+            found[violation.uid] = Candidate(violation, policy)
+    return list(found.values())
+
+
+def _view_of(auditor: Auditor, violation: Violation) -> Mapping[str, Any] | None:
+    """The pod cache's view of the violating pod, if it is still on its node."""
+    for view in auditor.sources.pods.node_pods(violation.node, None).pods:
+        if (view.get("metadata") or {}).get("uid") == violation.uid:
+            return view
+    return None
+
+
+def _other_nodes(auditor: Auditor, node: str) -> list[NodeContext]:
+    """The contexts of every schedulable node but `node`."""
+    source = auditor.sources.nodes
+    found = []
+    for name in node_names(source):
+        obj = source.get(name) if name != node else None
+        if obj is not None and not (obj.get("spec") or {}).get("unschedulable"):
+            found.append(auditor.contexts.context(obj, name))
+    return found
+
+
+def _namespace(namespaces: NamespaceSource | None, view: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    return namespaces.get(namespace_name(view)) if namespaces is not None else None
+
+
+def _pod(violation: Violation) -> tuple[str, str]:
+    return violation.namespace, violation.pod

@@ -1,0 +1,97 @@
+"""The descheduler's tests' setting: the loopback API's nodes and pods, live caches, a rule set evicting from
+node-d (labelled `filter.xy.com: "no"`), and an Auditor with its Descheduler, stepped by hand."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rulesched.cluster.auditor import Auditor, AuditSources
+from rulesched.cluster.descheduler import DescheduleOptions, Descheduler
+from rulesched.cluster.eviction import ApiEvicter
+from rulesched.cluster.kube import KubeAccess
+from rulesched.cluster.lease import Elector, LeaseClient
+from rulesched.cluster.podcache import PodCache
+from rulesched.cluster.pods import PodIndex
+from rulesched.rules.cel import make_engine
+from rulesched.rules.store import RuleStore
+from tests.builders import rule_set, write_rules
+from tests.kubeapi import KubeAPI, make_cache, wait_for
+
+FAST: dict[str, Any] = {"backoff_initial": 0.02, "backoff_max": 0.1, "connect_timeout": 1.0}
+LABELLED = "'filter.xy.com' in node.metadata.labels && node.metadata.labels['filter.xy.com'] == 'yes'"
+POLICY = "descheduling:\n  action: Evict\n  minAgeSeconds: 0\n  maxEvictionsPerMinute: 600\n"
+
+
+def rules(expression: str = LABELLED, policy: str = POLICY) -> str:
+    spec = f'filters:\n- name: labelled\n  expression: "{expression}"\n  message: not labelled yes\n{policy}'
+    return rule_set("xy", spec)
+
+
+def controlled(api: KubeAPI, namespace: str, name: str, node: str = "node-d", **changes: Any) -> str:
+    """A running pod on `node` owned by a ReplicaSet, created an hour ago; `changes` update its metadata."""
+    uid = f"uid-{namespace}-{name}"
+    api.add_pod(namespace, name, uid, node)
+    pod = api.pod_object(namespace, name)
+    hour_ago = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)
+    pod["metadata"]["creationTimestamp"] = hour_ago.strftime("%Y-%m-%dT%H:%M:%SZ")
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": f"{name}-rs",
+        "uid": f"rs-{name}",
+        "controller": True,
+    }
+    pod["metadata"]["ownerReferences"] = [owner]
+    pod["metadata"].update(changes)
+    api.update_pod(pod)
+    return uid
+
+
+@dataclass
+class Setting:
+    api: KubeAPI
+    auditor: Auditor
+    descheduler: Descheduler
+    elector: Elector
+
+    def steps(self, count: int = 3) -> None:
+        for _ in range(count):
+            self.elector.step()
+            self.auditor.step()
+
+
+@contextmanager
+def setting(
+    api: KubeAPI, access: KubeAccess, tmp_path: Path, text: str, options: DescheduleOptions
+) -> Iterator[Setting]:
+    write_rules(tmp_path / "rules", text)
+    store = RuleStore([tmp_path / "rules"], make_engine("cpp"))
+    assert store.reload() == "loaded"
+    nodes, pods = make_cache(access), PodCache(access.api, PodIndex(), **FAST)
+    nodes.start()
+    pods.start()
+    try:
+        assert nodes.wait_ready(5)
+        assert pods.wait_ready(5)
+        auditor = Auditor(store, AuditSources(nodes, pods))
+        elector = Elector(LeaseClient(access.api, "rulesched-system", "rulesched-descheduler"), "me", 15.0)
+        auditor.descheduler = Descheduler(options, ApiEvicter(access.api, identity="me"), elector)
+        yield Setting(api, auditor, auditor.descheduler, elector)
+    finally:
+        pods.stop()
+        nodes.stop()
+
+
+def pods_seen(found: Setting, *names: str) -> None:
+    """Wait until the pod cache shows `names` on node-d."""
+
+    def seen() -> bool:
+        on_d = found.auditor.sources.pods.node_pods("node-d", None).pods
+        return set(names) <= {p["metadata"]["name"] for p in on_d}
+
+    wait_for(seen, what=f"{names} in the pod cache")

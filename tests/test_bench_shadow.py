@@ -1,0 +1,65 @@
+"""`bench/shadow.py` (alone, and as `bench/run.py --only shadow-burst`) runs its scenario and reports sane counts.
+
+Speed is never asserted (the machine is shared and noisy): only that both servers were sent every pod of
+each pacing, that the rules were reloaded in the middle, and that the shadow server accounts for every
+call it was sent (compared or dropped). Marked `slow`, as the other benchmark tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.paths import REPO as ROOT
+
+pytestmark = pytest.mark.slow
+
+_TIMEOUT = 240
+
+
+def run(command: list[str], output: Path) -> tuple[dict[str, Any], str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    finished = subprocess.run(
+        [sys.executable, *command, "--json", str(output)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=_TIMEOUT, check=False,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    report: dict[str, Any] = json.loads(output.read_text())
+    return report, finished.stdout
+
+
+def assert_sane(results: list[dict[str, Any]], pods: int, size: int) -> None:
+    found = {(r["server"], r["pacing"]): r for r in results}
+    assert set(found) == {(s, p) for s in ("live-only", "shadowed") for p in ("back-to-back", "paced")}
+    for result in found.values():
+        assert result["size"] == size
+        assert result["pods"] == pods  # the reload in the middle is no pod
+        assert result["reloads"] == 1, "the rules were not reloaded in the middle"
+        assert 0 < result["filter"]["p50"] <= result["filter"]["p99"]
+    for pacing in ("back-to-back", "paced"):
+        shadow = found[("shadowed", pacing)]["shadow"]
+        assert shadow["calls"] == 2 * pods
+        assert shadow["compared"] + shadow["dropped"] == 2 * pods
+        assert shadow["made"]["afterAnswer"] + shadow["made"]["thread"] == shadow["compared"]
+        assert "shadow" not in found[("live-only", pacing)]
+
+
+def test_shadow_burst_reports_compared_and_dropped_beside_the_live_latency(tmp_path: Path) -> None:
+    command = [str(ROOT / "bench" / "shadow.py"), "--sizes", "60", "--pods", "10", "--rounds", "1"]
+    report, stdout = run(command, tmp_path / "shadow.json")
+    assert_sane(report["results"], pods=10, size=60)
+    assert "| 60 | back-to-back | shadowed | 10 |" in stdout
+
+
+def test_the_benchmark_runs_the_shadow_burst_when_asked(tmp_path: Path) -> None:
+    command = [str(ROOT / "bench" / "run.py"), "--quick", "--only", "shadow-burst"]
+    report, stdout = run(command, tmp_path / "run.json")
+    assert (report["scenarios"], report["burst"]) == ([], [])  # --only shadow-burst: nothing else
+    assert_sane(report["shadow_burst"], pods=12, size=100)
+    assert "Shadow burst (names mode; bench/shadow.py)" in stdout
