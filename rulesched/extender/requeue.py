@@ -19,7 +19,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -72,6 +72,8 @@ class RequeueMetrics:
             ["outcome"],
             registry=r,
         )
+        for outcome in get_args(NudgeOutcome):  # every outcome from the start: rates and alerts see a 0, not nothing
+            self.nudges.labels(outcome)
         self.delay = Histogram(
             "rulesched_requeue_nudge_delay_seconds",
             "Seconds from the change that let a pod through to its accepted nudge",
