@@ -87,8 +87,8 @@ def build_estimates(
     if prometheus is not None and index is not None:
         from rulesched.cluster.prometheus_pods import PodUsageFeed
 
+        # Not in the description: whether a MetricSource declares podUsage changes with the rules (/rules says).
         prometheus.pod_usage = PodUsageFeed(store, index.views, settings.max_pods)
-        parts.append("pod usage from a MetricSource's podUsage when one declares it")
     return Estimates(store, feed)
 
 
