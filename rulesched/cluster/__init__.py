@@ -101,7 +101,7 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Clu
     custom, prometheus = _custom_values(settings, metrics, parts)
     from rulesched.cluster.estimates import build_estimates
 
-    estimates = build_estimates(settings, access, pods, parts)
+    estimates = build_estimates(settings, access, pods, parts, prometheus)
     return Cluster(
         nodes=nodes,
         metrics=metrics,
