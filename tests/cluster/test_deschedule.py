@@ -18,7 +18,7 @@ from rulesched.rules.loader import load_rule_book
 from rulesched.settings import Settings
 from tests.builders import write_rules
 from tests.deschedule_setup import POLICY, controlled, pods_seen, rules, setting
-from tests.kubeapi import KubeAPI
+from tests.kubeapi import KubeAPI, wait_for
 
 ON = DescheduleOptions("on", rate=600.0, cooldown=600.0)
 
@@ -110,6 +110,8 @@ def test_unschedulable_nodes_are_not_somewhere_else(api: KubeAPI, access: KubeAc
         pods_seen(found, "web-1")
         node = api.state.nodes["node-a"]
         api._change("MODIFIED", {**node, "spec": {**node.get("spec", {}), "unschedulable": True}})
+        nodes = found.auditor.sources.nodes  # the change comes through the watch: wait until the cache has it
+        wait_for(lambda: bool(((nodes.get("node-a") or {}).get("spec") or {}).get("unschedulable")), what="cordoned")
         found.steps()
         assert api.writes.evictions == []
 
