@@ -194,6 +194,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
                 for verb in ("filter", "prioritize"):
                     assert client.post(f"/{verb}", json={"Pod": pod, "NodeNames": NAMES}).status_code == 200
             wait_for(lambda: "rulesched_shadow_filter_rejections_total{" in client.get("/metrics").text, what="shadow")
+            wait_for(lambda: "rulesched_recording_calls_total{" in client.get("/metrics").text, what="a call recorded")
             wait_for(lambda: 'result="ok",source="prometheus"} 0' not in client.get("/metrics").text, what="a poll")
             text = client.get("/metrics").text
     found: dict[str, set[str]] = {}
