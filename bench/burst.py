@@ -32,8 +32,9 @@ from bench.workload import FOUNDING_RULES, make_workload
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.pods import PodIndex
 from rulesched.cluster.sources import FileMetricsSource, FileNodeSource
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call, Verb
 from rulesched.rules.cel import make_engine
-from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
 
 BURST_RULES = FOUNDING_RULES.replace(
@@ -78,7 +79,8 @@ def one_run(
     placements = PodIndex(recent_seconds=600.0)
     source = FileNodeSource(files / "nodes.json")
     contexts = NodeContexts(source, FileMetricsSource(files / "metrics.json"), placements)
-    evaluate(book, pods[0], contexts.for_names(names)[0], run_scores=False)  # warm: every node's context built
+    warm_up = Call(pods[0], contexts.for_names(names)[0], Verb.FILTER)
+    evaluate(prepared(book), warm_up)  # every node's context built
     samples: list[float] = []
     placed: collections.Counter[str] = collections.Counter()
     deadline = time.monotonic() + MAX_SECONDS / 6
@@ -87,9 +89,9 @@ def one_run(
             break
         started = time.perf_counter()
         candidates = contexts.for_names(names)[0]
-        filtered = evaluate(book, pod, candidates, run_scores=False)
+        filtered = evaluate(prepared(book), Call(pod, candidates, Verb.FILTER))
         passing = [c for c in candidates if filtered.nodes[c.name].passed]
-        scored = evaluate(book, pod, passing, run_filters=False)
+        scored = evaluate(prepared(book), Call(pod, passing, Verb.PRIORITIZE))
         samples.append((time.perf_counter() - started) * 1000)
         best = max(scored.nodes.values(), key=lambda v: v.score or 0).name if scored.nodes else ""
         placed[best] += 1

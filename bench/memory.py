@@ -7,7 +7,7 @@ Bounded: `--pods` requests at most, `--seconds` at most.
 
     .venv/bin/python bench/memory.py --nodes 1000 --zones 40 --pods 100000 --mode names
 
-Not part of the test suite (it takes minutes at full size); tests/test_memory.py proves the bound small.
+Not part of the test suite (it takes minutes at full size); tests/decide/test_memory.py proves the bound small.
 """
 
 from __future__ import annotations

@@ -33,10 +33,11 @@ sys.path.insert(0, str(HERE.parent))
 
 from bench.run import request_body, write_inputs  # noqa: E402
 from bench.workload import make_workload  # noqa: E402
+from rulesched.decide.fast import evaluate, prepared  # noqa: E402
+from rulesched.decide.verbs import Call, Verb  # noqa: E402
 from rulesched.extender import wire  # noqa: E402
 from rulesched.extender.logformat import configure_logging  # noqa: E402
 from rulesched.extender.server import build  # noqa: E402
-from rulesched.rules.engine import evaluate  # noqa: E402
 from rulesched.settings import Settings  # noqa: E402
 
 STAGES = ("decode", "validate", "candidates", "evaluate", "encode", "observe")
@@ -59,14 +60,8 @@ def one_verb(extender: Any, body: bytes, verb: str, samples: dict[str, list[floa
     book = extender.book()
     namespace = extender.namespace(args.pod)
     filters = verb == "filter"
-    decision = timed(
-        samples,
-        "evaluate",
-        lambda: evaluate(
-            book, args.pod, contexts, run_filters=filters, run_scores=not filters, namespace=namespace,
-            distinct=True, names=args.node_names,
-        ),
-    )  # fmt: skip
+    call = Call(args.pod, contexts, Verb.named(verb), namespace=namespace, distinct=True, names=args.node_names)
+    decision = timed(samples, "evaluate", lambda: evaluate(prepared(book), call))
     names = len(args.node_names or ())
     if filters:
         outcome: list[Any] = []  # the answer's parts, made in the timed stage as the server makes them

@@ -12,11 +12,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rulesched.decide.decision import Decision
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call, Verb
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import Engine
 from rulesched.rules.context import NodeContext, NodeUsage, node_context
-from rulesched.rules.decision import Decision
-from rulesched.rules.engine import evaluate
 from rulesched.rules.loader import load_rule_book
 
 NOW = datetime.datetime(2026, 11, 22, 1, 0, 0, tzinfo=datetime.UTC)
@@ -108,7 +109,5 @@ def load_spec(tmp_path: Path, engine: Engine, spec: str, name: str = "test") -> 
     return load_rule_book([tmp_path / "rules"], engine)
 
 
-def decide(
-    book: RuleBook, pod: Mapping[str, Any], nodes: Sequence[NodeContext], *, run_filters: bool = True
-) -> Decision:
-    return evaluate(book, pod, nodes, now=NOW, run_filters=run_filters)
+def decide(book: RuleBook, pod: Mapping[str, Any], nodes: Sequence[NodeContext], verb: Verb = Verb.EXPLAIN) -> Decision:
+    return evaluate(prepared(book), Call(pod, nodes, verb, NOW))

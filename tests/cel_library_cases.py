@@ -1,4 +1,4 @@
-"""The Kubernetes CEL library cases of the conformance table (tests/test_cel_conformance.py).
+"""The Kubernetes CEL library cases of the conformance table (tests/rules/test_cel_conformance.py).
 
 `KUBERNETES` holds Kubernetes' own library test cases (k8s.io/apiserver/pkg/cel/library/*_test.go:
 quantity, semver, ip, cidr, format), ported: each expectation as Kubernetes states it, a value, a runtime

@@ -35,7 +35,7 @@ from rulesched.settings import Settings
 from rulesched.tools.ruletest_model import RuleTest
 from tests.paths import REPO
 from tests.server import running_server
-from tests.test_config_scheduler import assert_only_known_fields
+from tests.tools.test_config_scheduler import assert_only_known_fields
 
 DOCS = REPO / "docs"
 PAGES = sorted([REPO / "README.md", *DOCS.rglob("*.md")])

@@ -25,15 +25,18 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rulesched.settings import Settings
 from rulesched.tools.dashboard import dashboard, queries, render
-from tests.kubeapi import wait_for
+from tests.builders import write_rules
+from tests.deschedule_setup import controlled
+from tests.deschedule_setup import rules as deschedule_rules
+from tests.kubeapi import KubeAPI, wait_for
 from tests.paths import EXAMPLE_NODES, EXAMPLES, REPO
 from tests.prometheus import Prometheus
+from tests.rules.test_bounds import NESTED_300
+from tests.rules.test_reload import BROKEN, metric, reject
 from tests.server import running_server
-from tests.test_bounds import NESTED_300
 from tests.test_deploy import KUBERNETES_VERSION, kubectl
 from tests.test_deploy import render as render_variant
 from tests.test_docs import anchors
-from tests.test_reload import BROKEN, metric, reject
 
 MONITORING = REPO / "deploy" / "components" / "monitoring"
 OVERLAY = REPO / "deploy" / "overlays" / "monitoring"
@@ -191,13 +194,40 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
                 for verb in ("filter", "prioritize"):
                     assert client.post(f"/{verb}", json={"Pod": pod, "NodeNames": NAMES}).status_code == 200
             wait_for(lambda: "rulesched_shadow_filter_rejections_total{" in client.get("/metrics").text, what="shadow")
+            wait_for(lambda: "rulesched_recording_calls_total{" in client.get("/metrics").text, what="a call recorded")
             wait_for(lambda: 'result="ok",source="prometheus"} 0' not in client.get("/metrics").text, what="a poll")
             text = client.get("/metrics").text
     found: dict[str, set[str]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            found.setdefault(sample.name, set()).update(sample.labels)
+    for scrape in (text, _cluster_scrape(directory)):
+        for family in text_string_to_metric_families(scrape):
+            for sample in family.samples:
+                found.setdefault(sample.name, set()).update(sample.labels)
     return found
+
+
+def _cluster_scrape(directory: Path) -> str:
+    """/metrics of a server on the loopback API with --requeue and --deschedule dry-run, once the audit
+    found a pod to evict (the requeue, audit, eviction and usage series exist only with a cluster)."""
+    rules = directory / "cluster-rules"
+    write_rules(rules, deschedule_rules())
+    api = KubeAPI()
+    try:
+        controlled(api, "fx-alpha", "web-1")
+        settings = Settings(
+            rules_dir=rules,
+            kubeconfig=api.kubeconfig(directory / "kubeconfig"),
+            cluster="on",
+            requeue=True,
+            deschedule="dry-run",
+            audit_interval=0.05,
+            metrics_interval=0.2,
+        )
+        with running_server(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+            seen = lambda: 'rulesched_evictions_total{outcome="dry-run"' in client.get("/metrics").text  # noqa: E731
+            wait_for(seen, timeout=15, what="a dry-run eviction counted")
+            return client.get("/metrics").text
+    finally:
+        api.close()
 
 
 def test_the_test_server_exports_what_the_alerts_need(exported: dict[str, set[str]]) -> None:
@@ -205,6 +235,9 @@ def test_the_test_server_exports_what_the_alerts_need(exported: dict[str, set[st
     assert exported["rulesched_rule_errors_total"] == {"rule_set", "rule"}
     assert "rulesched_prometheus_query_failing" in exported
     assert exported["rulesched_rules_rejected"] == set()
+    assert exported["rulesched_requeue_nudges_total"] == {"outcome"}
+    assert exported["rulesched_audit_violations"] == {"rule_set", "rule"}
+    assert exported["rulesched_evictions_total"] == {"rule_set", "outcome"}
 
 
 @pytest.mark.parametrize("expression", expressions())

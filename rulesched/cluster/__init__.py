@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rulesched.cluster.custom import CustomValues
-from rulesched.cluster.pods import FileNamespaceSource, FilePodSource, NamespaceSource, PodIndex, PodSource
+from rulesched.cluster.namespaces import FileNamespaceSource
+from rulesched.cluster.pods import FilePodSource, NamespaceSource, PodIndex, PodSource
 from rulesched.cluster.sources import Binder, FileMetricsSource, FileNodeSource, MetricsSource, NodeSource
 from rulesched.settings import Settings
 
@@ -100,7 +101,7 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Clu
     custom, prometheus = _custom_values(settings, metrics, parts)
     from rulesched.cluster.estimates import build_estimates
 
-    estimates = build_estimates(settings, access, pods, parts)
+    estimates = build_estimates(settings, access, pods, parts, prometheus)
     return Cluster(
         nodes=nodes,
         metrics=metrics,

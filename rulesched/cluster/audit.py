@@ -22,10 +22,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from rulesched.cluster.sources import NodeSource
+from rulesched.decide.decision import Decision, FilterResult
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call, Verb
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext, namespace_name, pod_identity, with_pods
-from rulesched.rules.decision import Decision, FilterResult
-from rulesched.rules.engine import evaluate
 
 Audited = frozenset[tuple[str, str]]
 """The (rule set, filter) pairs the audit evaluates."""
@@ -73,7 +75,7 @@ def filter_decision(
     now: datetime.datetime,
 ) -> Decision:
     """The filters' Decision for `pod` over `contexts`: the audit's and the descheduler's one call into the engine."""
-    return evaluate(book, pod, contexts, now=now, run_scores=False, namespace=namespace, distinct=True)
+    return evaluate(prepared(book), Call(pod, contexts, Verb.FILTER, now, None, namespace, distinct=True))
 
 
 def evaluate_filters(
@@ -132,7 +134,7 @@ def audit_pod(
     """The violations of one pod (a pod cache view) on its node's context."""
     identity = pod_identity(view)
     alone = context
-    if book.plan.node_pods and identity["uid"]:  # the node's pods without this one, as when it was placed
+    if prepared(book).node_pods and identity["uid"]:  # the node's pods without this one, as when it was placed
         alone = with_pods(context, context.pods.without({identity["uid"]}))
     results = evaluate_filters(book, pod_of(view), alone, namespace=namespace, now=now)
     return [
@@ -190,3 +192,9 @@ def report(violations: Sequence[Violation], *, offset: int = 0, limit: int | Non
         "next": end if end < len(ordered) else None,
         "violations": [v.as_dict() for v in page],
     }
+
+
+def node_names(nodes: NodeSource) -> list[str]:
+    """Every node the source knows (none for a source that cannot list them)."""
+    names = getattr(nodes, "names", None)
+    return list(names()) if callable(names) else []

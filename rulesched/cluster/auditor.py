@@ -20,22 +20,31 @@ import threading
 import time
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from rulesched.cluster.audit import Audited, Violation, audit_node, audited_filters
+from rulesched.cluster.audit import Audited, Violation, audit_node, audited_filters, node_names
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.custom import CustomValues
 from rulesched.cluster.loop import BackgroundLoop, LoopOptions, Outcome
 from rulesched.cluster.pods import NamespaceSource, PodSource
 from rulesched.cluster.sources import MetricsSource, NodeSource
 from rulesched.rules.book import RuleBook
-from rulesched.rules.plan import Plan
 from rulesched.rules.store import RuleStore
 
-if TYPE_CHECKING:
-    from rulesched.cluster.descheduler import Descheduler
-
 log = logging.getLogger("rulesched.decision")
+
+
+class Deschedules(Protocol):
+    """What acts on the audit's violations after each step (`descheduler.Descheduler`: a protocol, as that
+    module reads the audit)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def step(self, auditor: Auditor) -> None: ...
+
+    def counts(self) -> dict[tuple[str, str], int]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +77,7 @@ class Auditor:
         self.contexts = NodeContexts(sources.nodes, sources.metrics, sources.pods, sources.custom)
         self.loop = BackgroundLoop(self.step, LoopOptions("rulesched-audit", interval=pace.interval))
         self.overflowed = False
-        self.descheduler: Descheduler | None = None
+        self.descheduler: Deschedules | None = None
         """Acts on the violations after each step (`--deschedule`), in this thread."""
         self._lock = threading.Lock()
         self._by_node: dict[str, tuple[Violation, ...]] = {}
@@ -156,8 +165,9 @@ class Auditor:
         before, self._generations = self._generations, (everything, nodes, pods)
         if before is None or before[0] != everything:
             if self._book is None or self._book.generation != book.generation:
-                # The audit's own plan: the book's caches belong to the request path's thread.
-                self._book = replace(book, plan=Plan(book.rule_sets, book.engine))
+                # A copy, so that its plan (`prepared(copy)`) is the audit's own: the book's caches belong to the
+                # request path's thread.
+                self._book = replace(book)
                 self._audited = audited_filters(book)
             self._mark_names(None)
             return
@@ -232,9 +242,3 @@ def _log(what: str, v: Violation) -> None:
         v.message,
         extra=fields,
     )
-
-
-def node_names(nodes: NodeSource) -> list[str]:
-    """Every node the source knows (none for a source that cannot list them)."""
-    names = getattr(nodes, "names", None)
-    return list(names()) if callable(names) else []

@@ -77,16 +77,16 @@ class NodeContexts:
         pods = self.pods.version_of(name) if self.pods else 0
         cached = self._cache.get(name)
         custom = self._custom_of(node, name, cached)
-        if cached is not None and cached.key[3] == pods and cached.key[4] == custom:
+        if cached is not None and cached.key.pods == pods and cached.key.custom == custom:
             # The sources hand out the same objects until something changes: identity answers most
             # calls without comparing versions (this runs for every candidate of every request).
-            if cached.node is node and cached.key[2] is usage:
+            if cached.node is node and cached.key.usage is usage:
                 return cached
             version = (node.get("metadata") or {}).get("resourceVersion")
-            if version and cached.key[1] == version and cached.key[2] == usage:
+            if version and cached.key.version == version and cached.key.usage == usage:
                 return cached
-        same_object = cached is not None and cached.node is node and cached.key[3] == pods
-        if same_object and cached is not None and cached.key[2] is usage:
+        same_object = cached is not None and cached.node is node and cached.key.pods == pods
+        if same_object and cached is not None and cached.key.usage is usage:
             built = with_custom(cached, custom)  # only the custom values changed (a Prometheus poll)
         elif same_object and cached is not None:
             built = with_sample(cached, usage, self.node_pods(name, usage), custom=custom)  # a new sample
@@ -106,7 +106,7 @@ class NodeContexts:
             return NO_CUSTOM
         generation = self.custom.generation()
         if cached is not None and cached.node is node and self._checked.get(name) == generation:
-            custom: NodeCustom = cached.key[4]
+            custom: NodeCustom = cached.key.custom
             return custom
         addresses = node_addresses(node)
         if len(self._addresses) >= 4 * _MAX_CACHED:

@@ -25,8 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from rulesched.cluster.audit import Violation, passing_nodes, pod_of
-from rulesched.cluster.auditor import node_names
+from rulesched.cluster.audit import Violation, node_names, passing_nodes, pod_of
 from rulesched.cluster.deschedule_policy import Memory, Rate, exclusion
 from rulesched.cluster.pods import NamespaceSource
 from rulesched.rules.book import RuleBook

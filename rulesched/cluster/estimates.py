@@ -1,5 +1,6 @@
 """Where the usage estimates come from, as the settings say: the usage store, fed by metrics-server's pod
-metrics (polled) or a PodMetricsList file, and tied to the pod source so that `recent.estimates` counts
+metrics (polled) or a PodMetricsList file, and by a MetricSource's `podUsage` when one declares it (polled
+with the MetricSources, preferred while it answers), and tied to the pod source so that `recent.estimates` counts
 each placed pod with its estimate."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from rulesched.settings import Settings
 
 if TYPE_CHECKING:
     from rulesched.cluster.kube import KubeAccess
+    from rulesched.cluster.prometheus import PrometheusPollers
 
 
 class UsageFeed(Protocol):
@@ -56,9 +58,14 @@ def _index(pods: PodSource | None) -> PodIndex | None:
 
 
 def build_estimates(
-    settings: Settings, access: KubeAccess | None, pods: PodSource | None, parts: list[str]
+    settings: Settings,
+    access: KubeAccess | None,
+    pods: PodSource | None,
+    parts: list[str],
+    prometheus: PrometheusPollers | None = None,
 ) -> Estimates:
-    """The store, its feed as the settings ask, and the pod source's estimator; described in `parts`."""
+    """The store, its feed as the settings ask, and the pod source's estimator; described in `parts`. With
+    `prometheus` (the MetricSources polled), a MetricSource's `podUsage` feeds the store too."""
     options = UsageOptions(settings.usage_window, settings.usage_quantile, settings.usage_workloads)
     store = UsageStore(options, Fallback(settings.usage_fallback, settings.usage_fallback_factor))
     index = _index(pods)
@@ -77,6 +84,11 @@ def build_estimates(
         assert index is not None
         feed = PodMetricsPoller(access.api, store, index.views, interval=settings.metrics_interval)
         parts.append(f"pod usage from metrics-server every {settings.metrics_interval:g}s")
+    if prometheus is not None and index is not None:
+        from rulesched.cluster.prometheus_pods import PodUsageFeed
+
+        # Not in the description: whether a MetricSource declares podUsage changes with the rules (/rules says).
+        prometheus.pod_usage = PodUsageFeed(store, index.views, settings.max_pods)
     return Estimates(store, feed)
 
 

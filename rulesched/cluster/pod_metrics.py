@@ -4,14 +4,14 @@ usage store (`cluster/usage.py`) the estimates come from.
 Every `interval` seconds a thread (a `cluster/loop.py` loop) lists `/apis/metrics.k8s.io/v1beta1/pods`,
 finds each sampled pod's workload among the pods the pod source knows (by namespace and name: a
 PodMetrics names its pod, not its owner), and records one poll in the store. A failed poll only means no
-new samples: the store keeps what it learnt, and polling goes on at the usual pace.
+new samples: the store keeps what it learnt, and polling goes on at the usual pace. While a MetricSource's
+`podUsage` answers (cluster/prometheus_pods.py), the polls give way to it and list nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kubernetes.client import CustomObjectsApi
@@ -20,12 +20,9 @@ from rulesched.cluster.errors import api_errors
 from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, LoopStatus, Outcome
 from rulesched.cluster.metrics_server import describe_failure
 from rulesched.cluster.pod_metrics_wire import pod_usage
-from rulesched.cluster.usage import UsageStore, record_usage
+from rulesched.cluster.usage import UsageStore, Views, record_usage
 
 log = logging.getLogger(__name__)
-
-Views = Callable[[], Iterable[Mapping[str, Any]]]
-"""The pods known now (views or whole pods): where a sampled pod's workload is found."""
 
 
 class PodMetricsPoller:
@@ -63,6 +60,8 @@ class PodMetricsPoller:
         return self.loop.run_once() == "ok"
 
     def _poll(self) -> Outcome:
+        if time.time() < self.store.preferred_until:
+            return "ok"  # a MetricSource's podUsage answers: one kind of sample in a workload's window
         started = time.perf_counter()
         with api_errors():
             response: Any = self._custom.list_cluster_custom_object(

@@ -16,10 +16,11 @@ from dataclasses import replace
 from typing import Any
 
 from rulesched.cluster.loop import BackgroundLoop, LoopStatus
+from rulesched.cluster.namespaces import namespaces_by_name
 from rulesched.cluster.nodecache import (
     NodeCache,
 )
-from rulesched.cluster.pods import PodIndex, namespaces_by_name
+from rulesched.cluster.pods import PodIndex
 from rulesched.rules.context import namespace_view
 
 log = logging.getLogger(__name__)

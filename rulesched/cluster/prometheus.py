@@ -24,12 +24,13 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from rulesched.cluster.custom import Answer, CustomValues
 from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, LoopStatus, Outcome
+from rulesched.cluster.prometheus_status import QueryStatus as QueryStatus  # re-exported: its users import it here
 from rulesched.rules.metricsource import MetricQuery, MetricSource, PrometheusServer
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,12 @@ def _json(reply: Reply) -> Any:
 
 def parse_vector(reply: Reply, node_label: str) -> tuple[dict[str, float], list[str]]:
     """The values by node key of an instant-vector answer, and its warnings; QueryError otherwise."""
+    result, warnings = vector_of(reply, "node")
+    return _samples(result, node_label), warnings
+
+
+def vector_of(reply: Reply, per: str) -> tuple[list[Any], list[str]]:
+    """The series of an instant-vector answer (one sample `per` node or pod), and its warnings."""
     document = _json(reply)
     if not isinstance(document, Mapping):
         raise QueryError(f"Prometheus answered HTTP {reply.status} with JSON that is not an object")
@@ -86,9 +93,9 @@ def parse_vector(reply: Reply, node_label: str) -> tuple[dict[str, float], list[
     assert isinstance(data, Mapping)
     result_type = data.get("resultType")
     if result_type != "vector" or not isinstance(data.get("result"), list):
-        raise QueryError(f"the query gives a {result_type}, not an instant vector with one sample per node")
+        raise QueryError(f"the query gives a {result_type}, not an instant vector with one sample per {per}")
     warnings = [str(w) for w in document.get("warnings") or []]
-    return _samples(data["result"], node_label), warnings
+    return data["result"], warnings
 
 
 def read_reply(response: httpx.Response, deadline: float) -> Reply:
@@ -100,7 +107,7 @@ def read_reply(response: httpx.Response, deadline: float) -> Reply:
         if time.monotonic() > deadline:
             raise QueryError("no answer in time (the body was still arriving)")
         if len(body) > MAX_ANSWER_BYTES:
-            raise QueryError(f"the answer is larger than {MAX_ANSWER_BYTES} bytes: aggregate by the node label")
+            raise QueryError(f"the answer is larger than {MAX_ANSWER_BYTES} bytes: aggregate it further")
     return Reply(response.status_code, response.headers.get("content-type", ""), bytes(body))
 
 
@@ -116,7 +123,7 @@ def _samples(result: list[Any], node_label: str) -> dict[str, float]:
         key = drop_port(key) if node_label == "instance" else key
         if key in values:
             raise QueryError(f"several series for {node_label}={key!r}: aggregate the query by {node_label}")
-        value = _value(sample.get("value"))
+        value = sample_value(sample.get("value"))
         if value is not None:
             values[key] = value
     if result and not labelled:
@@ -126,7 +133,8 @@ def _samples(result: list[Any], node_label: str) -> dict[str, float]:
     return values
 
 
-def _value(pair: object) -> float | None:
+def sample_value(pair: object) -> float | None:
+    """A sample's `[time, "value"]` as a finite number; None for NaN, ±Inf or anything malformed."""
     if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[1], str):
         return None
     try:
@@ -161,67 +169,13 @@ def _tls(server: PrometheusServer) -> ssl.SSLContext | bool:
     return context
 
 
-@dataclass(frozen=True)
-class QueryStatus:
-    """One query's health, for /rules and /metrics."""
+class Connection:
+    """One MetricSource's Prometheus: a client made at first use (TLS and headers as declared, connections
+    reused), and instant queries, each bounded by `timeout` and MAX_ANSWER_BYTES."""
 
-    source: str
-    query: str
-    url: str
-    state: str
-    """"starting" before the first answer, "ok" or "failing"."""
-    last_success: float | None
-    last_error: str
-    """The last failure's message (kept after recovery, with its time)."""
-    last_error_at: float | None
-    nodes: int
-    """Keys (nodes) the last successful answer gave values for."""
-    polls: int
-    failures: int
-    warnings: tuple[str, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "query": self.query,
-            "url": self.url,
-            "state": self.state,
-            "lastSuccess": _iso(self.last_success),
-            "lastError": self.last_error,
-            "lastErrorAt": _iso(self.last_error_at),
-            "nodes": self.nodes,
-            "polls": self.polls,
-            "failures": self.failures,
-            "warnings": list(self.warnings),
-        }
-
-
-def _iso(at: float | None) -> str | None:
-    if at is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
-
-
-class QueryPoller:
-    """One query of one MetricSource, polled in its own thread into `values`."""
-
-    def __init__(self, source: str, server: PrometheusServer, query: MetricQuery, values: CustomValues) -> None:
-        self.source, self.server, self.query = source, server, query
-        self._values = values
+    def __init__(self, server: PrometheusServer) -> None:
+        self.server = server
         self._client: httpx.Client | None = None
-        self.polls = self.failures = self.nodes = 0
-        self.warnings: tuple[str, ...] = ()
-        self.last_error = ""
-        self.last_error_at: float | None = None
-        options = LoopOptions(
-            f"rulesched-prometheus-{query.name}",
-            interval=server.interval,
-            backoff=Backoff(server.interval, server.interval),  # a failed query is retried at the usual pace
-            describe=self._failed,
-            on_change=self._log_change,
-            join_timeout=_STOP_WAIT,
-        )
-        self.loop = BackgroundLoop(self._poll, options)
 
     def _connect(self) -> httpx.Client:
         if self._client is None:
@@ -242,46 +196,73 @@ class QueryPoller:
         # Read on every poll: a projected service account token is rotated in place.
         return {"Authorization": f"Bearer {Path(token_file).read_text(encoding='utf-8').strip()}"}
 
-    def _poll(self) -> Outcome:
-        self.polls += 1
+    def query(self, promql: str) -> Reply:
+        """Prometheus' reply to one instant query (any status: the caller parses it)."""
         # Seconds as a bare number: Prometheus reads a float there, but "0.5s" is not a Go-style duration.
-        form = {"query": self.query.query, "timeout": f"{self.server.timeout:g}"}
+        form = {"query": promql, "timeout": f"{self.server.timeout:g}"}
         deadline = time.monotonic() + self.server.timeout
         with self._connect().stream("POST", "/api/v1/query", data=form, headers=self._headers()) as response:
-            reply = read_reply(response, deadline)
-        values, warnings = parse_vector(reply, self.query.nodeLabel)
-        if self.loop.stopping:
-            return "ok"  # replaced by a MetricSource change meanwhile: its values are no longer wanted
-        self._values.update(self.query.name, Answer(values, time.time(), self.server.maxAge))
-        self.nodes = len(values)
+            return read_reply(response, deadline)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+class Poller:
+    """What every poller of a MetricSource shares: its thread (retried at the usual pace when it fails), its
+    connection, its failures and warnings, and its status under `name`; `_poll` and `_log_change` are its own."""
+
+    def __init__(self, source: str, server: PrometheusServer, name: str) -> None:
+        self.source, self.server, self.name = source, server, name
+        self._connection = Connection(server)
+        self.polls = self.failures = self.nodes = 0
+        self.warnings: tuple[str, ...] = ()
+        self.last_error = ""
+        self.last_error_at: float | None = None
+        options = LoopOptions(
+            f"rulesched-prometheus-{name}",
+            interval=server.interval,
+            backoff=Backoff(server.interval, server.interval),  # a failed query is retried at the usual pace
+            describe=self._failed,
+            on_change=self._log_change,
+            join_timeout=_STOP_WAIT,
+        )
+        self.loop = BackgroundLoop(self._poll, options)
+
+    FOUND = "values for %d nodes"
+    """What the log says a poll found (`nodes`)."""
+    MEANWHILE = "its values age out after %gs"
+    """What the log says happens while the polls fail (`maxAge`)."""
+
+    def _poll(self) -> Outcome:
+        raise NotImplementedError
+
+    def _log_change(self, before: LoopStatus, after: LoopStatus) -> None:
+        where = f"{self.source}/{self.name} ({self.server.url})"
+        if after.state == "ok":
+            state = "recovered" if before.state == "failing" else "answers"
+            log.info(f"Prometheus query %s %s: {self.FOUND}", where, state, self.nodes)
+        else:
+            log.warning(
+                f"Prometheus query %s failing (%s): {self.MEANWHILE}", where, after.last_error, self.server.maxAge
+            )
+
+    def _warn(self, warnings: list[str]) -> None:
         if warnings and warnings != list(self.warnings):
-            log.warning("Prometheus warns about query %s: %s", self.query.name, "; ".join(warnings))
+            log.warning("Prometheus warns about %s/%s: %s", self.source, self.name, "; ".join(warnings))
         self.warnings = tuple(warnings)
-        return "ok"
 
     def _failed(self, error: BaseException) -> str:
         self.failures += 1
         self.last_error, self.last_error_at = describe(error), time.time()
         return self.last_error
 
-    def _log_change(self, before: LoopStatus, after: LoopStatus) -> None:
-        where = f"{self.source}/{self.query.name} ({self.server.url})"
-        if after.state == "ok":
-            state = "recovered" if before.state == "failing" else "answers"
-            log.info("Prometheus query %s %s: values for %d nodes", where, state, self.nodes)
-        else:
-            log.warning(
-                "Prometheus query %s failing (%s): its values age out after %gs",
-                where,
-                after.last_error,
-                self.server.maxAge,
-            )
-
     def status(self) -> QueryStatus:
         loop = self.loop.status()
         return QueryStatus(
             self.source,
-            self.query.name,
+            self.name,
             self.server.url,
             loop.state,
             loop.last_success,
@@ -298,13 +279,48 @@ class QueryPoller:
 
     def stop(self) -> None:
         self.loop.stop()
-        if not self.loop.status().running and self._client is not None:
-            self._client.close()
+        if not self.loop.status().running:
+            self._connection.close()
+
+
+class QueryPoller(Poller):
+    """One query of one MetricSource, polled in its own thread into `values`."""
+
+    def __init__(self, source: str, server: PrometheusServer, query: MetricQuery, values: CustomValues) -> None:
+        self.query = query
+        self._values = values
+        super().__init__(source, server, query.name)
+
+    def _poll(self) -> Outcome:
+        self.polls += 1
+        reply = self._connection.query(self.query.query)
+        values, warnings = parse_vector(reply, self.query.nodeLabel)
+        if self.loop.stopping:
+            return "ok"  # replaced by a MetricSource change meanwhile: its values are no longer wanted
+        self._values.update(self.query.name, Answer(values, time.time(), self.server.maxAge))
+        self.nodes = len(values)
+        self._warn(warnings)
+        return "ok"
 
 
 def _key(source: str, server: PrometheusServer, query: MetricQuery) -> str:
     """What identifies a poller: a MetricSource change that leaves it the same keeps it running."""
     return json.dumps([source, server.model_dump(), query.model_dump()], sort_keys=True)
+
+
+class PodUsagePolls(Protocol):
+    """`podUsage` polled into the usage store (`prometheus_pods.PodUsageFeed`: a protocol, as that module
+    builds on this one)."""
+
+    def configure(self, sources: Sequence[MetricSource]) -> None: ...
+
+    def status(self) -> list[QueryStatus]: ...
+
+    def poll(self) -> None: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 class PrometheusPollers:
@@ -315,6 +331,7 @@ class PrometheusPollers:
         self._pollers: dict[str, QueryPoller] = {}
         self._started = False
         self._lock = threading.Lock()
+        self.pod_usage: PodUsagePolls | None = None  # `podUsage` into the usage store, when estimates use it
 
     def configure(self, sources: Sequence[MetricSource]) -> None:
         """Poll exactly these sources' queries: new ones start, removed or changed ones stop."""
@@ -333,18 +350,22 @@ class PrometheusPollers:
                         poller.start()
             self.values.forget(p.query.name for p in self._pollers.values())
         log.debug("Prometheus queries: %s", ", ".join(p.query.name for p in self.pollers()) or "none")
+        if self.pod_usage is not None:
+            self.pod_usage.configure(sources)
 
     def pollers(self) -> list[QueryPoller]:
         with self._lock:
             return sorted(self._pollers.values(), key=lambda p: (p.source, p.query.name))
 
     def status(self) -> list[QueryStatus]:
-        return [p.status() for p in self.pollers()]
+        return [p.status() for p in self.pollers()] + (self.pod_usage.status() if self.pod_usage else [])
 
     def poll(self) -> None:
         """Run every query once now, in this thread (tests and tools; the threads do it every interval)."""
         for poller in self.pollers():
             poller.loop.run_once()
+        if self.pod_usage is not None:
+            self.pod_usage.poll()
 
     def start(self) -> None:
         with self._lock:
@@ -352,12 +373,16 @@ class PrometheusPollers:
             pollers = list(self._pollers.values())
         for poller in pollers:
             poller.start()
+        if self.pod_usage is not None:
+            self.pod_usage.start()
 
     def stop(self) -> None:
         with self._lock:
             self._started = False
             pollers = list(self._pollers.values())
         _stop_all(pollers)
+        if self.pod_usage is not None:
+            self.pod_usage.stop()
 
 
 def _stop_all(pollers: Iterable[QueryPoller]) -> None:

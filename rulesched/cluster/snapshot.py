@@ -19,8 +19,9 @@ from kubernetes.client import CoreV1Api, CustomObjectsApi
 from rulesched.cluster.errors import ApiError, NotFoundError, api_errors
 from rulesched.cluster.kube import KubeAccess, read_json
 from rulesched.cluster.metrics_server import parse_samples
+from rulesched.cluster.namespaces import KnownNamespaces
 from rulesched.cluster.podcache import POD_SELECTOR
-from rulesched.cluster.pods import KnownNamespaces, PodIndex
+from rulesched.cluster.pods import PodIndex
 from rulesched.rules.context import NodeUsage
 
 PAGE = 500

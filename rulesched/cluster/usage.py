@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,6 +127,8 @@ class Summary:
 
 PodUsage = tuple[float, float]
 """A pod's usage in one sample: CPU in cores, memory in bytes."""
+Views = Callable[[], Iterable[Mapping[str, Any]]]
+"""The pods known now (views or whole pods): where a sampled pod's workload is found."""
 
 
 class UsageStore:
@@ -139,6 +141,9 @@ class UsageStore:
         self._summaries: OrderedDict[str, Summary] = OrderedDict()
         self._lock = threading.Lock()
         self.polls = 0
+        self.preferred_until = 0.0
+        """POSIX seconds until which metrics-server's pod polls give way: a MetricSource's `podUsage` answered
+        (cluster/prometheus_pods.py), and its answers count until its `maxAge`."""
 
     def record(self, by_workload: Mapping[str, Iterable[PodUsage]]) -> None:
         """One poll: the usage of the pods of each workload sampled."""

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rulesched.decide.decision import Decision
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
-from rulesched.rules.decision import Decision
 
 
 @dataclass(frozen=True, slots=True)

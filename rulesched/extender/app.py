@@ -18,15 +18,11 @@ from starlette.types import Receive, Scope, Send
 from rulesched.cluster import Cluster
 from rulesched.cluster.pods import PodIndex
 from rulesched.extender import routes
+from rulesched.extender.after import AfterAnswer
+from rulesched.extender.body import BodyTimeoutError, BodyTooLargeError
 from rulesched.extender.observe import Observer
-from rulesched.extender.routes import (
-    AfterAnswer,
-    BodyTimeoutError,
-    BodyTooLargeError,
-    Extender,
-    error_response,
-    json_response,
-)
+from rulesched.extender.responses import error_response, json_response
+from rulesched.extender.state import Extender
 from rulesched.extender.wire import TooManyError, WireError
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings

@@ -24,7 +24,7 @@ from rulesched.cluster.audit import report
 from rulesched.cluster.auditor import Auditor, AuditPace, AuditSources
 from rulesched.cluster.descheduler import build_descheduler
 from rulesched.extender.metrics import Metrics
-from rulesched.extender.routes import error_response, json_response
+from rulesched.extender.responses import error_response, json_response
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 

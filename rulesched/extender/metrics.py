@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from rulesched.decide.decision import Decision
 from rulesched.rules.book import RuleBook
-from rulesched.rules.decision import Decision
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
 
 if TYPE_CHECKING:

@@ -11,10 +11,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from rulesched.decide.decision import Decision
 from rulesched.extender.logformat import direct_info
 from rulesched.extender.metrics import Metrics
 from rulesched.rules.context import pod_identity
-from rulesched.rules.decision import Decision
 
 log = logging.getLogger("rulesched.decision")
 

@@ -18,7 +18,6 @@ import gzip
 import importlib.metadata
 import logging
 import queue
-import re
 import threading
 import time
 from collections.abc import Hashable, Mapping
@@ -30,14 +29,11 @@ import orjson
 
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
+from rulesched.recording_format import FORMAT, SEGMENT, VERSION
 from rulesched.rules.context import NodeContext, NodePods
 
 log = logging.getLogger("rulesched.recording")
 
-FORMAT = "rulesched-recording"
-VERSION = 1
-"""The recording format version this rulesched writes (and the newest it reads)."""
-SEGMENT = re.compile(r"segment-(\d{6,})\.jsonl(\.gz)?$")
 TABLE_KEPT = 50_000
 """Objects a segment remembers having written, per kind; beyond it they are written again when next seen."""
 _FLUSH_SECONDS = 1.0

@@ -6,7 +6,7 @@ A poll gives every node a new sample, so every candidate's context and every nod
 pays for its candidates' contexts and results (tens of milliseconds for 1000 nodes). The refresher
 checks the sources' generations every `TICK` seconds on the event loop and, after a change, makes the
 contexts and node-only results of the nodes last asked about again (`NodeContexts.for_names`,
-`engine.prepare`; the shadow book's too, and after a shadow reload as well, so that the comparisons made
+`warm`; the shadow book's too, and after a shadow reload as well, so that the comparisons made
 right after the answers stay small work: `Shadow.prepare`), `CHUNK` nodes at a time, each step run on
 the loop only while no evaluation is under way in the evaluation thread (the caches are never shared
 between threads): a request that arrives meanwhile waits for one step at most (about a millisecond), and
@@ -25,10 +25,11 @@ import asyncio
 import logging
 from collections.abc import Hashable, Sequence
 
+from rulesched.decide.fast import evaluate, prepared, warm
+from rulesched.decide.fast.budget import NeedsEvaluationError, within
+from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.metrics import Metrics
-from rulesched.extender.routes import Extender
-from rulesched.rules.engine import evaluate, prepare
-from rulesched.rules.plan import NeedsEvaluationError, within
+from rulesched.extender.state import Extender
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class Refresher:
                 await asyncio.sleep(0.001)
             book = self.extender.book()
             found, _ = self.extender.contexts.for_names(names[start : start + CHUNK])
-            prepare(book, found)
+            warm(prepared(book), found)
             if self.extender.shadow is not None:  # the shadow book's too: its comparisons follow the answers
                 self.extender.shadow.prepare(found)
             done += len(found)
@@ -109,8 +110,9 @@ class Refresher:
             return
         try:
             with within(extender.settings.loop_work):
-                evaluate(extender.book(), pod, found, run_filters=False, distinct=True, names=names,
-                         namespace=extender.namespace(pod))  # fmt: skip
+                namespace, estimate = extender.namespace(pod), extender.estimate(pod)
+                call = Call(pod, found, Verb.PRIORITIZE, None, None, namespace, True, names, estimate)
+                evaluate(prepared(extender.book()), call)
         except NeedsEvaluationError:
             return  # more than a request may do on the loop: the next call computes its own
         if self.metrics is not None:

@@ -19,15 +19,16 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from rulesched.cluster.nudge import Nudge, NudgeOutcome, Nudger
 from rulesched.cluster.pods import PodIndex, pod_key
 from rulesched.cluster.requeue import Change, Rejected, RejectedPods, TokenBucket, change_id, rejected_key
+from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.metrics import Metrics
-from rulesched.extender.routes import Extender
+from rulesched.extender.state import Extender
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext, pod_identity
 from rulesched.settings import Settings
@@ -48,9 +49,9 @@ async def passing(
     contexts, unknown = await extender.in_evaluator(len(names), lambda: extender.contexts.for_names(names))
     if not contexts:
         return []
-    decision = await extender.evaluate(
-        book, pod, contexts, extender.deadline(), names=None if unknown else names, run_scores=False, distinct=True
-    )
+    deadline, namespace = extender.deadline(), extender.namespace(pod)
+    call = Call(pod, contexts, Verb.FILTER, None, deadline, namespace, True, None if unknown else names)
+    decision = await extender.evaluate(book, call)
     passed = set(decision.outcome()[0])
     return [context for context in contexts if context.name in passed]
 
@@ -71,6 +72,8 @@ class RequeueMetrics:
             ["outcome"],
             registry=r,
         )
+        for outcome in get_args(NudgeOutcome):  # every outcome from the start: rates and alerts see a 0, not nothing
+            self.nudges.labels(outcome)
         self.delay = Histogram(
             "rulesched_requeue_nudge_delay_seconds",
             "Seconds from the change that let a pod through to its accepted nudge",

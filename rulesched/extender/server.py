@@ -26,8 +26,8 @@ from rulesched.extender.observe import Observer
 from rulesched.extender.recording import Recorder, RecordLimits
 from rulesched.extender.refresh import Refresher
 from rulesched.extender.requeue import Requeue
-from rulesched.extender.routes import Extender
 from rulesched.extender.shadow import Shadow
+from rulesched.extender.state import Extender
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import Engine, Limits, make_engine
 from rulesched.rules.reloader import Reloader

@@ -14,7 +14,7 @@ The shadow evaluation sees exactly what the live one saw: the same pod, the same
 namespace, the same node snapshots: the live node contexts themselves, which are immutable (their node,
 metrics sample, pods and `recent` were taken when the live call was decided; a later poll or placement
 makes new contexts and leaves these alone). What the engine derives from them is kept by each book's own
-plan (`book.plan`), so the two books never share a cache; the shadow book's plan is used by one thread at
+plan (`prepared(book)`), so the two books never share a cache; the shadow book's plan is used by one thread at
 a time (`Shadow.evaluating`).
 """
 
@@ -32,14 +32,15 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any
 
+from rulesched.decide.decision import Decision
+from rulesched.decide.fast import evaluate, prepared, warm
+from rulesched.decide.fast.budget import NeedsEvaluationError, within
+from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.shadow_summary import NODES_SHOWN, Comparison, Summary, compare
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
-from rulesched.rules.decision import Decision
-from rulesched.rules.engine import evaluate, prepare
-from rulesched.rules.plan import NeedsEvaluationError, within
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
 
 log = logging.getLogger("rulesched.decision")
@@ -230,17 +231,12 @@ class Shadow:
 
     def _evaluate(self, book: RuleBook, verb: str, answered: Answered, contexts: Sequence[NodeContext]) -> Decision:
         """The shadow decision of the call, in this thread, on the live call's node contexts."""
-        return evaluate(
-            book,
-            answered.pod,
-            contexts,
-            now=answered.now,
-            run_filters=verb != "prioritize",
-            run_scores=verb != "filter",
-            deadline=time.monotonic() + self.deadline,
-            namespace=answered.namespace,
+        deadline = time.monotonic() + self.deadline
+        call = Call(
+            answered.pod, contexts, Verb.named(verb), answered.now, deadline, answered.namespace,
             estimate=answered.estimate,
-        )
+        )  # fmt: skip
+        return evaluate(prepared(book), call)
 
     def prepare(self, nodes: Sequence[NodeContext]) -> None:
         """Give the nodes their memos for the shadow book, as the refresh ahead does for the live one (on the
@@ -250,7 +246,7 @@ class Shadow:
         if book is None or not self.evaluating.acquire(blocking=False):
             return
         try:
-            prepare(book, nodes)
+            warm(prepared(book), nodes)
         finally:
             self.evaluating.release()
 

@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rulesched.decide.decision import Decision
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import pod_identity
-from rulesched.rules.decision import Decision
 
 EXAMPLES = 10
 """Differing calls kept as examples (the first ones since the shadow book was loaded)."""

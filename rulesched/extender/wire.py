@@ -13,7 +13,7 @@ node's JSON text, a text byte for byte the one a node was last decoded from stan
 object (`NodeTexts`), only the others are decoded (orjson, as the plain way), and the answer echoes the
 passing nodes' texts as sent. Every other body, and any body in which that way finds anything amiss, is
 read the plain way, which gives a bad request its reason: both ways accept the same bodies and read them
-alike (`tests/test_wire_full.py`).
+alike (`tests/extender/test_wire_full.py`).
 """
 
 from __future__ import annotations

@@ -8,21 +8,17 @@ reads, so that the engine knows which results depend on the pod.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
 
 from rulesched.rules.cel import CelCompileError, Engine, Program, VariableSource
-from rulesched.rules.cel.analysis import Path, paths_of, reads
+from rulesched.rules.cel.analysis import paths_of, reads
 from rulesched.rules.cel.cost import CostEstimateError, Estimate, estimate, over_limit_message
+from rulesched.rules.compiled import CompiledCondition, CompiledFilter, CompiledRuleSet, CompiledScore, Paths
 from rulesched.rules.errors import LoadError
 from rulesched.rules.metricsource import MetricSource
 from rulesched.rules.model import Filter, MatchCondition, RuleSet, Score, Variable
-
-if TYPE_CHECKING:
-    from rulesched.rules.plan import Plan  # the plan is made from compiled rules: book.py cannot import it
-
-RuleKind = Literal["matchCondition", "variable", "filter", "score"]
+from rulesched.rules.vocabulary import MATCH_READS, listed
 
 _ACCEPTED: dict[str, frozenset[str]] = {
     "bool": frozenset({"bool", "dyn"}),
@@ -30,61 +26,11 @@ _ACCEPTED: dict[str, frozenset[str]] = {
     "string": frozenset({"string", "dyn"}),
     "any": frozenset(),
 }
-_MATCH_READS = frozenset({"pod", "namespaceObject", "now"})
+_MATCH_READS = frozenset(MATCH_READS)
+_MATCH_LISTED = listed(MATCH_READS)
 
 
-Paths = Mapping[str, frozenset[Path]]
-"""Per context name, the field paths an expression (with the variables it uses) reads."""
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledCondition:
-    name: str
-    program: Program
-    paths: Paths
-    cost: int = 0
-    """The estimated worst-case cost of one evaluation (docs/rules/cost.md)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledFilter:
-    name: str
-    program: Program
-    message: str
-    message_program: Program | None
-    resolvable: bool
-    ignore_errors: bool
-    enforce: bool
-    reads: frozenset[str]
-    paths: Paths
-    cost: int = 0
-    """The estimated worst-case cost of one evaluation, message included (docs/rules/cost.md)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledScore:
-    name: str
-    program: Program
-    weight: float
-    normalize: Literal["MinMax", "Clamp"]
-    enforce: bool
-    reads: frozenset[str]
-    paths: Paths
-    cost: int = 0
-    """The estimated worst-case cost of one evaluation (docs/rules/cost.md)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledRuleSet:
-    name: str
-    file: str
-    conditions: tuple[CompiledCondition, ...]
-    filters: tuple[CompiledFilter, ...]
-    scores: tuple[CompiledScore, ...]
-    source: RuleSet
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)  # its fast-path plan is kept beside it, while it lives
 class RuleBook:
     """The rules in force: rule sets sorted by name, plus what identifies this version of them."""
 
@@ -96,8 +42,6 @@ class RuleBook:
     files: tuple[str, ...] = ()
     metric_sources: tuple[MetricSource, ...] = ()
     """The `kind: MetricSource` documents: what `metrics.custom` is made of (docs/rules/prometheus.md)."""
-    plan: Plan = field(compare=False, repr=False, kw_only=True)
-    """How the fast engine evaluates these rules, and its caches: made with the book, dropped with it."""
 
 
 LineOf = Callable[[tuple[str | int, ...]], int | None]
@@ -245,7 +189,7 @@ class _Compiler:
             found = reads(condition.expression).names
             if not found <= _MATCH_READS:
                 others = ", ".join(sorted(found - _MATCH_READS))
-                message = f"match conditions may read only pod, namespaceObject and now, not {others}"
+                message = f"match conditions may read only {_MATCH_LISTED}, not {others}"
                 self.error(loc, condition.name, message, expression=condition.expression)
                 continue
             program, _ = self.program(loc, condition.name, condition.expression, "bool")

@@ -10,11 +10,12 @@ restartable init containers added, plus overhead).
 from __future__ import annotations
 
 import datetime
+import enum
 import functools
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from rulesched.rules.quantity import QuantityError, parse_quantity, quantity_value
 
@@ -198,6 +199,40 @@ def namespace_view(pod: Mapping[str, Any], namespace: Mapping[str, Any] | None) 
     return {"metadata": {"name": str(metadata.get("name") or ""), "labels": labels, "annotations": annotations}}
 
 
+class Change(enum.Enum):
+    """What changed from one context of a node to its next: what the fast path kept for the first still
+    holds for the second as far as the change allows."""
+
+    PODS = "pods"
+    """Only the node's pods (`pods`, `allocated`, `recent`): what reads none of them holds."""
+    SAMPLE = "sample"
+    """Only the metrics sample (`metrics`, custom values included): what reads no `metrics` holds."""
+    OTHER = "other"
+    """The node itself (a new version, another node), or more than one of the above: nothing holds."""
+
+
+class ContextKey(NamedTuple):
+    """What a node context is made of: a newer context of the node differs in at least one part."""
+
+    name: str
+    version: Hashable
+    """The node's resourceVersion, or the `id` of a node object that has none (never reused then)."""
+    usage: NodeUsage | None
+    """The metrics sample (None: none yet)."""
+    pods: Hashable
+    """The version of the node's pods (`NodePods.version`)."""
+    custom: NodeCustom
+    """The custom metric values (`metrics.custom`)."""
+
+    def change(self, newer: ContextKey) -> Change:
+        """What changed from this context of the node to `newer`."""
+        if self.name != newer.name or self.version != newer.version:
+            return Change.OTHER
+        if self.usage == newer.usage and self.custom == newer.custom:
+            return Change.PODS
+        return Change.SAMPLE if self.pods == newer.pods else Change.OTHER
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class NodeContext:
     """What the rules see of one node. `key` changes whenever anything in it changes.
@@ -209,7 +244,7 @@ class NodeContext:
     node: Mapping[str, Any]
     allocatable: Mapping[str, float]
     metrics: Mapping[str, Any]
-    key: tuple[Any, ...]
+    key: ContextKey
     pods: NodePods = field(default_factory=lambda: EMPTY_PODS)
 
 
@@ -301,7 +336,7 @@ def node_context(
     metrics = metrics_map(usage, allocatable, now or datetime.datetime.now(datetime.UTC))
     metrics["custom"] = dict(custom.values)
     version = _dig(node, "metadata", "resourceVersion")
-    identity = (node_name(node), version if version else id(node), usage, pods.version, custom)
+    identity = ContextKey(node_name(node), version if version else id(node), usage, pods.version, custom)
     return NodeContext(
         name=node_name(node), node=node, allocatable=allocatable, metrics=metrics, key=identity, pods=pods
     )
@@ -311,7 +346,7 @@ def with_custom(context: NodeContext, custom: NodeCustom) -> NodeContext:
     """`context` with other custom values and nothing else changed: a Prometheus poll rebuilds only this much
     (no quantities parsed again), so the first request after one is cheaper than after a metrics poll."""
     metrics = {**context.metrics, "custom": dict(custom.values)}
-    key = (*context.key[:4], custom)
+    key = context.key._replace(custom=custom)
     return NodeContext(context.name, context.node, context.allocatable, metrics, key, context.pods)
 
 
@@ -327,13 +362,13 @@ def with_sample(
     from the sample's time, and `custom` values): `node_context`'s result, without parsing the node again."""
     metrics = metrics_map(usage, context.allocatable, now or datetime.datetime.now(datetime.UTC))
     metrics["custom"] = dict(custom.values)
-    key = (context.key[0], context.key[1], usage, pods.version, custom)
+    key = context.key._replace(usage=usage, pods=pods.version, custom=custom)
     return NodeContext(context.name, context.node, context.allocatable, metrics, key, pods)
 
 
 def with_pods(context: NodeContext, pods: NodePods) -> NodeContext:
     """`context` with other pods (preemption's victims removed): a new context, never cached."""
-    key = (*context.key[:3], pods.version, *context.key[4:])
+    key = context.key._replace(pods=pods.version)
     return NodeContext(context.name, context.node, context.allocatable, context.metrics, key, pods)
 
 

@@ -18,13 +18,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from rulesched.rules.book import CompiledRuleSet, RuleBook, compile_rule_set
+from rulesched.rules.book import RuleBook, compile_rule_set
 from rulesched.rules.cel import Engine
+from rulesched.rules.compiled import CompiledRuleSet
 from rulesched.rules.errors import LoadError, RulesLoadFailed
 from rulesched.rules.metricsource import KIND as METRIC_SOURCE
 from rulesched.rules.metricsource import MetricSource, duplicate_names, undefined_metrics
 from rulesched.rules.model import Filter, MatchCondition, Metadata, RuleSet, RuleSetSpec, Score, Variable
-from rulesched.rules.plan import Plan
 
 RULE_SUFFIXES = (".yaml", ".yml")
 _READ_ATTEMPTS = 5
@@ -329,7 +329,6 @@ def load_rule_book(paths: Sequence[Path], engine: Engine, *, generation: int = 1
     return RuleBook(
         rule_sets=rule_sets,
         engine=engine,
-        plan=Plan(rule_sets, engine),
         hash=digest,
         generation=generation,
         files=tuple(name for name, _ in files),

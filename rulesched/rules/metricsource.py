@@ -1,5 +1,6 @@
 """The `kind: MetricSource` documents of a rules directory: Prometheus queries whose per-node answers the rules
-read as `metrics.custom.<name>` (docs/rules/prometheus.md).
+read as `metrics.custom.<name>` (docs/rules/prometheus.md), and the per-pod usage queries (`podUsage`) the
+usage estimates learn from (docs/guides/usage-estimates.md).
 
 They are validated with the rule sets (pydantic models, unknown fields forbidden) and checked against them:
 a rule reading a custom metric that no MetricSource defines is a load error, found from the parsed
@@ -14,6 +15,7 @@ from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
 from rulesched.rules.cel.analysis import fields, paths_of
 from rulesched.rules.errors import LoadError
@@ -98,17 +100,52 @@ class PrometheusServer(_Strict):
         return self
 
 
+PromQL = Annotated[str, Field(min_length=1, max_length=10_000)]
+
+
 class MetricQuery(_Strict):
     """One PromQL query giving one value per node; read in rules as `metrics.custom.<name>`."""
 
     name: MetricName
-    query: Annotated[str, Field(min_length=1, max_length=10_000)]
+    query: PromQL
     nodeLabel: LabelName = "node"
 
 
+class PodUsage(_Strict):
+    """Two PromQL queries giving one sample per pod, its CPU (cores) and its memory (bytes): what the usage
+    estimates learn from; a series names its pod by the `namespaceLabel` and `podLabel` labels."""
+
+    cpu: PromQL
+    memory: PromQL
+    namespaceLabel: LabelName = "namespace"
+    podLabel: LabelName = "pod"
+
+    @model_validator(mode="after")
+    def _two_labels(self) -> PodUsage:
+        if self.namespaceLabel == self.podLabel:
+            raise ValueError("namespaceLabel and podLabel must differ: a pod is named by both")
+        return self
+
+
+_QUERIES_OR_POD_USAGE: JsonDict = {
+    "if": {"not": {"required": ["podUsage"]}},
+    "then": {"not": {"anyOf": [{"not": {"required": ["queries"]}}, {"properties": {"queries": {"maxItems": 0}}}]}},
+}
+"""What `_asks_something` checks, for the editors' schema."""
+
+
 class MetricSourceSpec(_Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_QUERIES_OR_POD_USAGE)
+
     prometheus: PrometheusServer
-    queries: Annotated[list[MetricQuery], Field(min_length=1, max_length=MAX_QUERIES)]
+    queries: Annotated[list[MetricQuery], Field(max_length=MAX_QUERIES)] = []
+    podUsage: PodUsage | None = None
+
+    @model_validator(mode="after")
+    def _asks_something(self) -> MetricSourceSpec:
+        if not self.queries and self.podUsage is None:
+            raise ValueError("a MetricSource needs queries, podUsage or both")
+        return self
 
 
 class MetricSource(_Strict):
@@ -124,11 +161,18 @@ LineOf = Callable[[tuple[str | int, ...]], int | None]
 
 
 def duplicate_names(sources: Sequence[tuple[str, MetricSource, LineOf]]) -> list[LoadError]:
-    """Query names repeated across the MetricSources (they share `metrics.custom`), and repeated sources."""
+    """Query names repeated across the MetricSources (they share `metrics.custom`), repeated sources, and a
+    second `podUsage` (the usage store has one source of pod usage besides metrics-server)."""
     errors: list[LoadError] = []
     queries: dict[str, str] = {}
     names: dict[str, str] = {}
+    pod_usage: str | None = None
     for file, source, line_of in sources:
+        if source.spec.podUsage is not None and pod_usage is not None:
+            message = f"podUsage is already declared by MetricSource {pod_usage}: the estimates learn from one"
+            errors.append(_error(file, line_of, source, ("spec", "podUsage"), message))
+        if source.spec.podUsage is not None:
+            pod_usage = pod_usage or source.metadata.name
         if source.metadata.name in names:
             message = f"duplicate MetricSource name, already defined in {names[source.metadata.name]}"
             errors.append(_error(file, line_of, source, ("metadata", "name"), message))

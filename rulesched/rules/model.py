@@ -1,4 +1,4 @@
-"""The rule file format `rulesched.io/v1alpha1`, kind `RuleSet` (DESIGN.md §1), as pydantic models.
+"""The rule file format `rulesched.io/v1alpha1`, kind `RuleSet` (docs/rules/language.md), as pydantic models.
 
 Field names follow ValidatingAdmissionPolicy. Unknown fields are errors, so a typo such as
 `failurPolicy` is reported at load time instead of being silently ignored.

@@ -155,6 +155,58 @@ PANELS: tuple[Panel | Row, ...] = (
             Query(rate("rulesched_shadow_filter_rejections_total", "rule_set, rule"), "shadow {{rule_set}}/{{rule}}"),
         ),
     ),
+    Row("After the answer: requeue, audit, descheduling, estimates"),
+    Panel(
+        "Rejected pods remembered for requeue",
+        (Query(f"sum(rulesched_requeue_remembered_pods{SELECTOR})"),),
+        description="With --requeue: pods rejected everywhere, waiting for a change that lets them through.",
+    ),
+    Panel(
+        "Requeue nudges by outcome",
+        (
+            Query(rate("rulesched_requeue_nudges_total", "outcome"), "{{outcome}}"),
+            Query(rate("rulesched_requeue_reevaluations_total", "job"), "re-evaluations"),
+        ),
+        unit="ops",
+        description="Annotation patches that make kube-scheduler retry a pod; forbidden means the overlay is missing.",
+    ),
+    Panel(
+        "From the change to the nudge (p50, p99)",
+        (
+            Query(quantile(0.5, "rulesched_requeue_nudge_delay_seconds", "job"), "p50"),
+            Query(quantile(0.99, "rulesched_requeue_nudge_delay_seconds", "job"), "p99"),
+        ),
+        unit="s",
+    ),
+    Panel(
+        "Running pods in violation per rule",
+        (Query(f"max by (rule_set, rule) (rulesched_audit_violations{SELECTOR})", "{{rule_set}}/{{rule}}"),),
+        description="The audit of running pods: pods an Enforce filter rejects on the node they run on.",
+    ),
+    Panel(
+        "Audit age",
+        (Query(f"max(rulesched_audit_age_seconds{SELECTOR})"),),
+        unit="s",
+        stat=True,
+    ),
+    Panel(
+        "Evictions by rule set and outcome",
+        (Query(rate("rulesched_evictions_total", "rule_set, outcome"), "{{rule_set}} {{outcome}}"),),
+        unit="ops",
+        description="With --deschedule: evictions asked for (dry-run: those that would be).",
+    ),
+    Panel(
+        "Workloads with a usage estimate",
+        (Query(f"max(rulesched_usage_workloads{SELECTOR})"),),
+        stat=True,
+    ),
+    Panel(
+        "Last pod usage poll",
+        (Query(f"max(rulesched_usage_poll_seconds{SELECTOR})"),),
+        unit="s",
+        stat=True,
+    ),
+    Row("Recording"),
     Panel(
         "Recorded calls by result",
         (Query(rate("rulesched_recording_calls_total", "result"), "{{result}}"),),
@@ -192,7 +244,8 @@ def dashboard() -> dict[str, Any]:
     return {
         "uid": UID,
         "title": "rulesched",
-        "description": "The rulesched scheduler extender: decisions, rules, cluster state, shadow rules.",
+        "description": "The rulesched scheduler extender: decisions, rules, cluster state, shadow rules, requeue, "
+        "audit, descheduling and usage estimates.",
         "tags": ["rulesched", "kubernetes", "scheduler"],
         "schemaVersion": 39,
         "editable": True,

@@ -17,12 +17,14 @@ from typing import Any
 import yaml
 
 from rulesched.cluster.contexts import NodeContexts
-from rulesched.cluster.pods import FileNamespaceSource, FilePodSource, NamespaceSource, PodSource
+from rulesched.cluster.namespaces import FileNamespaceSource
+from rulesched.cluster.pods import FilePodSource, NamespaceSource, PodSource
 from rulesched.cluster.sources import FileMetricsSource, MetricsSource, SourceError, read_document
+from rulesched.decide.decision import Decision
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import namespace_name
-from rulesched.rules.decision import Decision
-from rulesched.rules.engine import evaluate
 
 
 class InputError(Exception):
@@ -114,7 +116,8 @@ def decide(
     with the pods on each node and the pod's namespace when their sources are given, and the pod's
     `estimate` (None: the fallback, its requests)."""
     contexts = file_contexts(metrics, pods).for_objects(nodes)
-    return evaluate(book, pod, contexts, now=now, namespace=namespace_of(pod, namespaces), estimate=estimate)
+    call = Call(pod, contexts, now=now, namespace=namespace_of(pod, namespaces), estimate=estimate)
+    return evaluate(prepared(book), call)
 
 
 def file_contexts(metrics: MetricsSource | None, pods: PodSource | None) -> NodeContexts:

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rulesched.rules.book import CompiledRuleSet, RuleBook
+from rulesched.rules.book import RuleBook
 from rulesched.rules.cel.analysis import reads
+from rulesched.rules.compiled import CompiledRuleSet
 from rulesched.rules.loader import Document, read_documents, rule_files
+from rulesched.rules.vocabulary import MATCH_READS, NODE_DATA
 
-NODE_DATA = frozenset({"node", "metrics", "allocatable", "pods", "allocated", "recent"})
-"""What differs from node to node."""
-POD_DATA = frozenset({"pod", "namespaceObject", "now"})
+POD_DATA = frozenset(MATCH_READS)
 """What differs from request to request, as match conditions may read it."""
 
 

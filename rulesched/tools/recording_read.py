@@ -20,8 +20,8 @@ from typing import IO, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rulesched.extender.recording import FORMAT, SEGMENT, VERSION
-from rulesched.rules.context import NodeContext, NodePods, allocatable_numbers
+from rulesched.recording_format import FORMAT, SEGMENT, VERSION
+from rulesched.rules.context import NO_CUSTOM, ContextKey, NodeContext, NodePods, allocatable_numbers
 
 READS = frozenset({1})
 """The recording format versions this rulesched reads."""
@@ -184,7 +184,7 @@ class _SegmentReader:
         pods = self.objects.get(record.get("pods") or "")
         node_pods = NodePods() if pods is None else _node_pods(pods, record["pods"])
         allocatable = allocatable_numbers((node.get("status") or {}).get("allocatable"))
-        key = (record["name"], self.path.name, record["id"])
+        key = ContextKey(record["name"], (self.path.name, record["id"]), None, 0, NO_CUSTOM)
         return NodeContext(record["name"], node, allocatable, record["metrics"], key, node_pods)
 
     def _call(self, record: Mapping[str, Any], where: str) -> Call:

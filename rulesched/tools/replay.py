@@ -17,9 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call as Asked
+from rulesched.decide.verbs import Verb
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import pod_identity
-from rulesched.rules.engine import evaluate
 from rulesched.tools.recording_read import Call
 
 EXAMPLES = 10
@@ -52,17 +54,10 @@ def recorded(call: Call) -> Verdict:
 
 def decided(book: RuleBook, call: Call) -> Verdict:
     """The verdict of `book` for the call, on the node contexts it saw, at the time it was made."""
-    filters = call.verb == "filter"
-    decision = evaluate(
-        book,
-        call.pod,
-        call.contexts,
-        now=call.now,
-        run_filters=filters,
-        run_scores=not filters,
-        namespace=call.namespace,
-        estimate=call.estimate,
-    )
+    filters = call.verb == Verb.FILTER
+    verb = Verb.FILTER if filters else Verb.PRIORITIZE
+    asked = Asked(call.pod, call.contexts, verb, call.now, namespace=call.namespace, estimate=call.estimate)
+    decision = evaluate(prepared(book), asked)
     if not filters:
         return Verdict(scores={name: node.score or 0 for name, node in decision.nodes.items()})
     failures = decision.failures()

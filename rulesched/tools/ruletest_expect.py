@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from rulesched.rules.decision import Decision
+from rulesched.decide.decision import Decision
 from rulesched.tools.ruletest_model import Expect
 
 Check = Callable[[Expect, Decision], list[str]]

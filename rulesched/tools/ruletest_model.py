@@ -16,7 +16,7 @@ spec:
     pod: fixtures/pod.yaml           # a Pod file, or an inline Pod mapping
     nodes: fixtures/other.yaml       # optional: this case's own NodeList (and `metrics`, `pods`, `namespaces`)
     now: "2026-11-22T10:00:00Z"      # optional: the request time rules see as `now`
-    estimate: {cpu: 1.5, memory: 2e8, samples: 6}  # optional: the pod's `estimate` (default: its requests)
+    estimate: {cpu: 1.5, memory: 200000000, samples: 6}  # optional: the pod's `estimate` (default: its requests)
     expect:
       appliedRuleSets: [xy-least-cpu]          # exactly these rule sets apply
       feasible: [k8s-node1, k8s-node2]         # exactly these nodes pass (order-insensitive)

@@ -2,7 +2,7 @@
 
 An editor (yaml-language-server, VS Code's YAML extension) completes and checks a rule file with them
 (docs/guides/editor.md); `rulesched schema KIND` prints one and `schemas/` holds them all, equal to what
-this module makes (tests/test_schemas.py). A schema may accept more than the loader (a validator over
+this module makes (tests/tools/test_schemas.py). A schema may accept more than the loader (a validator over
 several fields, a URL's parts, a CEL expression's meaning are for `rulesched check`), but it never rejects
 a document the loader takes: where pydantic's lax mode takes a string for a number or a time, so does
 the schema.

@@ -10,7 +10,7 @@ nothing, as it is `true`.
 The answer is conservative: a comprehension variable that shadows a context name (`exists(node, …)`)
 counts as a read, and an expression the grammar cannot parse reads every name whole (its compilation
 then reports the error, or a syntax only one engine has loses its caching). Over-reporting only costs
-caching opportunities; under-reporting would be a bug, which `tests/test_analysis.py` looks for by
+caching opportunities; under-reporting would be a bug, which `tests/rules/test_analysis.py` looks for by
 evaluating expressions on values trimmed to the paths found.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import lark
 
-from rulesched.rules.cel import CONTEXT_NAMES
+from rulesched.rules.vocabulary import CONTEXT_NAMES
 
 Path = tuple[str, ...]
 """Field names from a context value down; the empty path is the whole value."""

@@ -25,7 +25,8 @@ import celpy.evaluation
 import lark
 from celpy import celtypes
 
-from rulesched.rules.cel import (
+from rulesched.rules.cel import dialect
+from rulesched.rules.cel.base import (
     CelCompileError,
     CelEvalError,
     Engine,
@@ -33,7 +34,6 @@ from rulesched.rules.cel import (
     Limits,
     Program,
     VariableSource,
-    dialect,
     past_deadline,
 )
 from rulesched.rules.cel.celpy_optional import OPTIONAL_FUNCTIONS, Optional

@@ -18,28 +18,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 import lark
 
 from rulesched.rules.cel.analysis import syntax_tree
 from rulesched.rules.cel.libs.formats import FORMATS
+from rulesched.rules.cel.shape import ANY, LIST_DEFAULT, SCALAR, Shape
+from rulesched.rules.vocabulary import NAMES
 
 FORMAT_NAMES = tuple(FORMATS)
+INPUTS: Mapping[str, Shape] = {entry.name: entry.shape for entry in NAMES}
+"""The sizes assumed for the context names (docs/rules/cost.md): declared with each name (`rules/vocabulary.py`)."""
 
-MAX_REQUEST_BYTES = 3 * 1024 * 1024
-"""Kubernetes' maxRequestSizeBytes: no object (pod, node) is larger."""
-ANNOTATIONS_BYTES = 256 * 1024
-"""Kubernetes' limit on all of an object's annotations together (TotalAnnotationSizeLimitB)."""
-STRING_DEFAULT = 4096
-"""A string field Kubernetes sets no limit for (an image, an environment value): rulesched's assumption."""
-LIST_DEFAULT = 128
-"""A list or map Kubernetes sets no maxItems for (containers, taints, labels): rulesched's assumption."""
-PODS_PER_NODE = 250
-"""`pods`: the kubelet's `maxPods` is 110 by default, 250 on the largest managed nodes."""
-VIEW_ANNOTATION_CHARS = 1024
-"""Annotations kept in the views of `pods` and `namespaceObject` (`rules.context.ANNOTATION_MAX_CHARS`)."""
 STRING_FACTOR = 0.1
 """cel-go's StringTraversalCostFactor."""
 REGEX_FACTOR = 0.25
@@ -47,88 +39,6 @@ REGEX_FACTOR = 0.25
 LIST_CREATE, MAP_CREATE, OBJECT_CREATE = 10, 30, 40
 UNKNOWN_CALL_FACTOR = 1.0
 """A function the model does not know costs 1 plus one unit per character or element of its arguments."""
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """What the estimate knows of a value: its largest size (characters, or elements of a list or map),
-    the shape of its elements, and of its named fields. `size` None: not known to be sized (a number)."""
-
-    size: int | None = None
-    item: Shape | None = None
-    fields: Mapping[str, Shape] = field(default_factory=dict)
-    unknown: bool = False
-    """Any JSON value: counts as a string of STRING_DEFAULT or a list of LIST_DEFAULT, as it is used."""
-    mapping: bool = False
-    """A map: `in` is a lookup, not a scan."""
-
-    def length(self, as_list: bool = False) -> int:
-        if self.size is not None:
-            return self.size
-        if self.unknown:
-            return LIST_DEFAULT if as_list else STRING_DEFAULT
-        return 1
-
-    def element(self) -> Shape:
-        return self.item or (ANY if self.unknown else SCALAR)
-
-    def member(self, name: str) -> Shape:
-        return self.fields.get(name) or self.element()
-
-
-SCALAR = Shape()
-ANY = Shape(unknown=True)
-
-
-def _string(size: int) -> Shape:
-    return Shape(size=size)
-
-
-def _map(value: Shape, entries: int = LIST_DEFAULT) -> Shape:
-    return Shape(size=entries, item=value, mapping=True)
-
-
-def _object(**fields: Shape) -> Shape:
-    return Shape(unknown=True, fields=fields)
-
-
-_LABELS = _map(_string(63))
-"""Label values are at most 63 characters."""
-_ANNOTATIONS = _map(_string(ANNOTATIONS_BYTES))
-_METADATA = _object(name=_string(253), namespace=_string(63), uid=_string(36), labels=_LABELS, annotations=_ANNOTATIONS)
-_NUMBERS = _map(SCALAR)
-INPUTS: Mapping[str, Shape] = {
-    "pod": _object(metadata=_METADATA),
-    "node": _object(
-        metadata=_METADATA,
-        status=_object(images=Shape(size=50, item=ANY)),  # kubelet reports at most 50 images (nodeStatusMaxImages)
-    ),
-    # A map (`'cpu' in metrics` is a lookup) whose `custom` is a map of numbers, as `allocatable` is.
-    "metrics": Shape(size=LIST_DEFAULT, item=_object(), fields={"custom": _NUMBERS}, mapping=True),
-    "allocatable": _NUMBERS,
-    "requests": _NUMBERS,
-    "now": SCALAR,
-    "allocated": _NUMBERS,
-    "recent": _object(count=SCALAR, requests=_NUMBERS, estimates=_NUMBERS),
-    "estimate": _NUMBERS,
-    "pods": Shape(
-        size=PODS_PER_NODE,
-        item=_object(
-            metadata=_object(
-                name=_string(253),
-                namespace=_string(63),
-                uid=_string(36),
-                labels=_LABELS,
-                annotations=_map(_string(VIEW_ANNOTATION_CHARS)),
-            ),
-            requests=_NUMBERS,
-        ),
-    ),
-    "namespaceObject": _object(
-        metadata=_object(name=_string(63), labels=_LABELS, annotations=_map(_string(VIEW_ANNOTATION_CHARS)))
-    ),
-}
-"""The sizes assumed for the context names (docs/rules/cost.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +194,7 @@ class Estimator:
         for scope in reversed(self.locals):
             if name in scope:
                 return Estimate(1, scope[name])
-        return Estimate(1, INPUTS.get(name, ANY if name == "variables" else SCALAR))
+        return Estimate(1, INPUTS.get(name, SCALAR))
 
     _dot_ident = _ident
 

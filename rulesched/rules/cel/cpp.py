@@ -19,11 +19,13 @@ from typing import Any, ClassVar
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional
 
-from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource, dialect
+from rulesched.rules.cel import dialect
 from rulesched.rules.cel.analysis import numbers_compared_as_dyn
+from rulesched.rules.cel.base import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
 from rulesched.rules.cel.library import NOT_PLAIN, Overload, TypeName
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.rewrite import rewritten
+from rulesched.rules.vocabulary import NAMES
 
 _TYPES: dict[TypeName, cel.Type] = {
     "string": cel.Type.STRING,
@@ -51,23 +53,11 @@ _CROSS_NUMERIC = re.compile(
 
 
 def _declarations() -> dict[str, cel.Type]:
+    """Each context name (`rules/vocabulary.py`) with its CEL type."""
     # The numeric maps are declared dyn, not map(string, double): cel-cpp's checker would reject
     # `allocatable.pods > 100` (double vs int), which the runtime (like Kubernetes CEL) allows.
-    numbers = cel.Type.DYN
-    return {
-        "pod": cel.Type.DYN,
-        "node": cel.Type.DYN,
-        "metrics": cel.Type.DYN,
-        "allocatable": numbers,
-        "requests": numbers,
-        "variables": cel.Type.DYN,
-        "now": cel.Type.TIMESTAMP,
-        "allocated": numbers,
-        "pods": cel.Type.DYN,
-        "recent": cel.Type.DYN,
-        "namespaceObject": cel.Type.DYN,
-        "estimate": numbers,
-    }
+    types = {"dyn": cel.Type.DYN, "numbers": cel.Type.DYN, "timestamp": cel.Type.TIMESTAMP}
+    return {entry.name: types[entry.cel_type] for entry in NAMES}
 
 
 def _concrete(overload: Overload) -> Iterator[cel.Overload]:

@@ -20,11 +20,12 @@ from typing import Any, cast
 
 import lark
 
-from rulesched.rules.cel import CONTEXT_NAMES, CelCompileError
 from rulesched.rules.cel.analysis import syntax_tree
+from rulesched.rules.cel.base import CelCompileError
 from rulesched.rules.cel.libs import cidr, ip, quantity, regex, semver, urls
 from rulesched.rules.cel.libs.times import check_duration, check_timestamp, check_unix_seconds
 from rulesched.rules.cel.rewrite import presence_of_names
+from rulesched.rules.vocabulary import CONTEXT_NAMES
 
 ONE_ENGINE_NAMESPACES: dict[str, str] = {"math": "celpy"}
 """Namespaces of functions only one engine has, and the engine that lacks them."""

@@ -27,12 +27,12 @@ from typing import Any, cast
 
 import lark
 
-from rulesched.rules.cel import CONTEXT_NAMES
 from rulesched.rules.cel.analysis import syntax_tree
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.libs.comprehensions import ENTRIES, KEYS, ZIP
 from rulesched.rules.cel.libs.formats import ERRORS, IS_FORMAT
 from rulesched.rules.cel.libs.lists import ARGMAX, ARGMIN, SUM, SUM_IS_DURATION, SUM_NANOS
+from rulesched.rules.vocabulary import CONTEXT_NAMES
 
 NAMESPACED = frozenset(o.function for o in OVERLOADS if "." in o.function) | frozenset(
     {"optional.of", "optional.none", "optional.ofNonZeroValue"}

@@ -1,0 +1,1 @@
+"""Tests of `rulesched.cluster`: node, pod and metrics sources against loopback servers, node contexts."""

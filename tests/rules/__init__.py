@@ -1,0 +1,1 @@
+"""Tests of `rulesched.rules`: the rule language, its loading, the CEL adapter and the context names."""
