@@ -30,7 +30,8 @@ from rulesched.extender.observe import Observer
 from rulesched.extender.recording import Recorder
 from rulesched.extender.shadow import Shadow
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import NodeContext, namespace_name, with_pods
+from rulesched.rules.context import NodeContext, with_pods
+from rulesched.rules.pod_values import namespace_name
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 

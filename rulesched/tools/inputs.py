@@ -24,7 +24,7 @@ from rulesched.decide.decision import Decision
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import namespace_name
+from rulesched.rules.pod_values import namespace_name
 
 
 class InputError(Exception):
