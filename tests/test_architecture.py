@@ -28,12 +28,14 @@ FORBIDDEN_LAYERS = {
     "rulesched.tools": ("rulesched.cli", "rulesched.extender"),
     "rulesched.recording_format": ("rulesched.rules", "rulesched.decide", "rulesched.cluster", "rulesched.extender"),
     # The two CEL engines never import each other; make_engine() composes them.
-    "rulesched.rules.cel.cpp": ("rulesched.rules.cel.celpy_engine",),
+    "rulesched.rules.cel.cpp": ("rulesched.rules.cel.celpy_engine", "rulesched.rules.cel.celpy_functions"),
     "rulesched.rules.cel.celpy_engine": ("rulesched.rules.cel.cpp",),
+    "rulesched.rules.cel.celpy_functions": ("rulesched.rules.cel.cpp", "rulesched.rules.cel.celpy_engine"),
     # The CEL libraries are plain Python that both engines register: they know no engine.
     "rulesched.rules.cel.libs": (
         "rulesched.rules.cel.cpp",
         "rulesched.rules.cel.celpy_engine",
+        "rulesched.rules.cel.celpy_functions",
         "rulesched.rules.cel.celpy_optional",
         "rulesched.rules.cel.rewrite",
         "rulesched.rules.cel.dialect",
@@ -178,7 +180,6 @@ MODULE_LINES = 400
 """No module of the package is longer: a longer one is split by what its parts do."""
 LONGER_TO_SPLIT = {
     "rulesched.rules.cel.cost",
-    "rulesched.rules.cel.celpy_engine",
 }
 """Modules over the limit today, to be split when next changed (none may join them)."""
 PARAMETERS = 6
