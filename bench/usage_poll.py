@@ -27,7 +27,7 @@ if __package__ in (None, ""):
 
 from rulesched.cluster.pod_metrics_wire import pod_usage
 from rulesched.cluster.usage import UsageOptions, UsageStore, record_usage
-from rulesched.rules.context import pod_view
+from rulesched.rules.pod_values import pod_view
 
 HASH = "5d8f7c9b4"
 

@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from rulesched.cluster.kube import KubeAccess, KubeEnvironment, connect, find_config
-from rulesched.cluster.nodecache import NodeCache
+from rulesched.cluster.nodecache import NodeCache, NodeCacheOptions
 from tests.kubewrites import ROUTES as WRITE_ROUTES
 from tests.kubewrites import Writes
 from tests.paths import APISERVER_FIXTURES, POD_FIXTURES
@@ -948,7 +948,7 @@ def refused_port() -> Iterator[int]:
 def make_cache(access: KubeAccess, **options: Any) -> NodeCache:
     """A node cache with short pauses between retries, so outages take milliseconds."""
     fast: dict[str, Any] = {"backoff_initial": 0.02, "backoff_max": 0.1, "connect_timeout": 1.0}
-    return NodeCache(access.api, **(fast | options))
+    return NodeCache(access.api, NodeCacheOptions(**(fast | options)))
 
 
 def write_kubeconfig(path: Path, url: str, token: str = TOKEN) -> Path:

@@ -118,15 +118,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> dict[str, Any]:
     from rulesched.tools.explain import explain_local, explain_remote, extender_args
-    from rulesched.tools.inputs import read_nodes, read_pod
+    from rulesched.tools.inputs import SourceFiles, read_nodes, read_pod
 
     pod = read_pod(args.pod)
     nodes = read_nodes(args.nodes) if args.nodes else None
     if args.server:
         names = [n.strip() for n in (args.node_names or "").split(",") if n.strip()]
         return explain_remote(args.server, extender_args(pod, names, nodes), book="shadow" if args.shadow else "live")
-    files = {"pods": args.pods, "namespaces": args.namespaces}
-    return explain_local(args.rules, args.cel_engine, pod, nodes or [], args.metrics, **files)
+    files = SourceFiles(args.metrics, args.pods, args.namespaces)
+    return explain_local(args.rules, args.cel_engine, pod, nodes or [], files)
 
 
 def _live_report(args: argparse.Namespace) -> dict[str, Any]:

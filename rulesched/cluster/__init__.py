@@ -172,15 +172,15 @@ def _live_sources(
     """The API-backed sources for what no file provides, described in `parts`."""
     from rulesched.cluster.binder import ApiBinder
     from rulesched.cluster.metrics_server import MetricsServerSource
-    from rulesched.cluster.nodecache import NodeCache
+    from rulesched.cluster.nodecache import NodeCache, NodeCacheOptions
 
     if nodes is None:
-        nodes = NodeCache(
-            access.api,
+        options = NodeCacheOptions(
             fetch_timeout=settings.node_fetch_timeout,
             unknown_ttl=settings.unknown_node_ttl,
             unknown_kept=settings.unknown_nodes_kept,
         )
+        nodes = NodeCache(access.api, options)
         parts.append("nodes from the API (list+watch)")
     if metrics is None:
         metrics = MetricsServerSource(access.api, interval=settings.metrics_interval, max_age=settings.metrics_max_age)

@@ -6,7 +6,7 @@ the pod is false on the pod's own node. Filters with `mode: Audit` are reported 
 a rule set or a filter with `audit: false` is not audited at all (it matters at placement only). An
 evaluation error is not a violation: nothing is reported, let alone evicted, on a rule that cannot say.
 
-What the audit sees of a pod is what the pod cache keeps (`rules.context.pod_view`): its metadata, a few
+What the audit sees of a pod is what the pod cache keeps (`rules.pod_values.pod_view`): its metadata, a few
 spec fields and its requests; a filter that reads other pod fields sees them absent. The node's pods are
 the others on it, as at placement: `allocated` does not count the audited pod twice.
 
@@ -27,7 +27,8 @@ from rulesched.decide.decision import Decision, FilterResult
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call, Verb
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import NodeContext, namespace_name, pod_identity, with_pods
+from rulesched.rules.context import NodeContext, with_pods
+from rulesched.rules.pod_values import namespace_name, pod_identity
 
 Audited = frozenset[tuple[str, str]]
 """The (rule set, filter) pairs the audit evaluates."""

@@ -29,8 +29,9 @@ from rulesched.cluster.audit import Violation, node_names, passing_nodes, pod_of
 from rulesched.cluster.deschedule_policy import Memory, Rate, exclusion
 from rulesched.cluster.pods import NamespaceSource
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import NodeContext, namespace_name
+from rulesched.rules.context import NodeContext
 from rulesched.rules.model import Descheduling
+from rulesched.rules.pod_values import namespace_name
 from rulesched.settings import Settings
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rulesched.cluster.sources import SourceError, items_of
-from rulesched.rules.context import namespace_view
+from rulesched.rules.pod_values import namespace_view
 
 
 def namespaces_by_name(items: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:

@@ -26,6 +26,7 @@ from rulesched.cluster.errors import ApiError, GoneError, NotFoundError, api_err
 from rulesched.cluster.kube import discard, interrupt, read_json
 from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, LoopStatus, Outcome
 from rulesched.cluster.sources import NamedNodes, without_managed_fields
+from rulesched.cluster.unknown_nodes import NegativeCache
 from rulesched.rules.context import node_name
 
 log = logging.getLogger(__name__)
@@ -75,48 +76,20 @@ def watch_lines(response: Any) -> Iterator[bytes]:
         yield pending
 
 
-class NegativeCache:
-    """Node names recently not found, each for `ttl` seconds (at most `kept` names: the oldest are
-    forgotten first), and a pause of every lookup while the API fails. Thread-safe enough: each
-    operation is a single dict or float update under the GIL."""
+@dataclass(frozen=True)
+class NodeCacheOptions:
+    """How a node cache talks to the API: its timeouts (seconds), list page size, retry backoff, and its
+    negative cache of names the API did not return."""
 
-    def __init__(self, ttl: float, kept: int) -> None:
-        self._ttl = ttl
-        self._kept = kept
-        self._until: dict[str, float] = {}
-        self._paused_until = 0.0
-
-    def holds(self, name: str) -> bool:
-        """Whether `name` should not be looked up now."""
-        if self._ttl <= 0:
-            return False
-        now = time.monotonic()
-        if now < self._paused_until:
-            return True
-        until = self._until.get(name)
-        if until is None:
-            return False
-        if now < until:
-            return True
-        self._until.pop(name, None)
-        return False
-
-    def add(self, name: str) -> None:
-        if self._ttl <= 0:
-            return
-        self._until.pop(name, None)
-        self._until[name] = time.monotonic() + self._ttl
-        while len(self._until) > self._kept:
-            self._until.pop(next(iter(self._until)), None)
-
-    def pause(self, seconds: float) -> None:
-        """No lookups for `max(seconds, ttl)`: the API just failed."""
-        if self._ttl > 0:
-            self._paused_until = time.monotonic() + max(seconds, self._ttl)
-
-    def resume(self) -> None:
-        """The API answers again (the watch says so): lookups may resume at once."""
-        self._paused_until = 0.0
+    fetch_timeout: float = 2.0
+    watch_timeout: int = 240
+    page_size: int = 500
+    connect_timeout: float = 5.0
+    list_timeout: float = 60.0
+    backoff_initial: float = 0.2
+    backoff_max: float = 10.0
+    unknown_ttl: float = 5.0
+    unknown_kept: int = 10_000
 
 
 class NodeCache(NamedNodes):
@@ -127,26 +100,14 @@ class NodeCache(NamedNodes):
 
     what = "nodes"
 
-    def __init__(
-        self,
-        api: Any,
-        *,
-        fetch_timeout: float = 2.0,
-        watch_timeout: int = 240,
-        page_size: int = 500,
-        connect_timeout: float = 5.0,
-        list_timeout: float = 60.0,
-        backoff_initial: float = 0.2,
-        backoff_max: float = 10.0,
-        unknown_ttl: float = 5.0,
-        unknown_kept: int = 10_000,
-    ) -> None:
+    def __init__(self, api: Any, options: NodeCacheOptions | None = None) -> None:
+        options = options or NodeCacheOptions()
         self._core = CoreV1Api(api)
-        self._fetch_timeout = fetch_timeout
-        self._watch_timeout = watch_timeout
-        self._page_size = page_size
-        self._connect_timeout = connect_timeout
-        self._list_timeout = list_timeout
+        self._fetch_timeout = options.fetch_timeout
+        self._watch_timeout = options.watch_timeout
+        self._page_size = options.page_size
+        self._connect_timeout = options.connect_timeout
+        self._list_timeout = options.list_timeout
         self._nodes: dict[str, Node] = {}
         self._deleted: set[str] = set()
         self._changes = ChangeLog()
@@ -155,19 +116,19 @@ class NodeCache(NamedNodes):
         self._synced = threading.Event()
         self._response: Any = None
         self._relists = 0
-        self._backoff = Backoff(backoff_initial, backoff_max)
-        self._unknown = NegativeCache(unknown_ttl, unknown_kept)
+        self._backoff = Backoff(options.backoff_initial, options.backoff_max)
+        self._unknown = NegativeCache(options.unknown_ttl, options.unknown_kept)
         self._fetch_failures = 0
         """Direct GETs failed in a row: each pauses every lookup for the cache's backoff delay after as many."""
-        options = LoopOptions(
+        loop_options = LoopOptions(
             "rulesched-node-cache",
             backoff=self._backoff,
             describe=_describe,
             on_change=self._log_change,
             interrupt=self._interrupt,
-            join_timeout=connect_timeout + 1.0,
+            join_timeout=options.connect_timeout + 1.0,
         )
-        self.loop = BackgroundLoop(self._round, options)
+        self.loop = BackgroundLoop(self._round, loop_options)
 
     # -- NodeSource -------------------------------------------------------------------------------------
 

@@ -17,11 +17,9 @@ from typing import Any
 
 from rulesched.cluster.loop import BackgroundLoop, LoopStatus
 from rulesched.cluster.namespaces import namespaces_by_name
-from rulesched.cluster.nodecache import (
-    NodeCache,
-)
+from rulesched.cluster.nodecache import NodeCache, NodeCacheOptions
 from rulesched.cluster.pods import PodIndex
-from rulesched.rules.context import namespace_view
+from rulesched.rules.pod_values import namespace_view
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +33,7 @@ class _ListWatchCache(NodeCache):
     what = "objects"
 
     def __init__(self, api: Any, **options: Any) -> None:
-        super().__init__(api, **options)
+        super().__init__(api, NodeCacheOptions(**options))
         self.loop = BackgroundLoop(self._round, replace(self.loop._options, name=f"rulesched-{self.what}-cache"))
 
     def _store(self, items: Iterable[Mapping[str, Any]]) -> int:

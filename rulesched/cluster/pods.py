@@ -1,6 +1,6 @@
 """The pods on each node and the pod's namespace: what `pods`, `allocated`, `recent` and `namespaceObject` read.
 
-`PodIndex` keeps the assigned, non-terminal pods by node, as trimmed views (`rules.context.pod_view`), and
+`PodIndex` keeps the assigned, non-terminal pods by node, as trimmed views (`rules.pod_values.pod_view`), and
 the placements this extender has made that the pods it knows do not show yet (a node ranked first by
 /prioritize, a binding sent through /bind). A placement is pending until the pod shows up bound (anywhere:
 it then counts where it really went), or until `recent_seconds` have passed. Every change is recorded in
@@ -22,7 +22,8 @@ from typing import Any, Protocol
 
 from rulesched.cluster.changelog import ChangeLog
 from rulesched.cluster.sources import items_of, parse_timestamp
-from rulesched.rules.context import NodePods, node_pods, pod_view
+from rulesched.rules.context import NodePods, node_pods
+from rulesched.rules.pod_values import pod_view
 
 log = logging.getLogger(__name__)
 

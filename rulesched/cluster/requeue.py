@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rulesched.rules.context import pod_identity
+from rulesched.rules.pod_values import pod_identity
 
 ANNOTATION = "rulesched.io/requeue"
 """The annotation a nudge writes on the pending pod: the one field the admission policy lets rulesched change."""

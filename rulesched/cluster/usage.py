@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from rulesched.cluster.sources import items_of
-from rulesched.rules.context import pod_requests
 from rulesched.rules.estimate import REQUESTS, RESOURCES, Fallback, fallback_estimate
+from rulesched.rules.pod_values import pod_requests
 from rulesched.rules.quantity import QuantityError, quantity_value
 
 TEMPLATE_HASH = "pod-template-hash"

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rulesched.rules.context import pod_identity
+from rulesched.rules.pod_values import pod_identity
 
 Outcome = Literal["pass", "fail", "error", "skipped"]
 Failures = Counter[tuple[str, str, bool]]

@@ -14,7 +14,7 @@ from typing import Any
 from rulesched.decide.decision import Decision
 from rulesched.extender.logformat import direct_info
 from rulesched.extender.metrics import Metrics
-from rulesched.rules.context import pod_identity
+from rulesched.rules.pod_values import pod_identity
 
 log = logging.getLogger("rulesched.decision")
 

@@ -30,7 +30,8 @@ from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.state import Extender
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import NodeContext, pod_identity
+from rulesched.rules.context import NodeContext
+from rulesched.rules.pod_values import pod_identity
 from rulesched.settings import Settings
 
 log = logging.getLogger(__name__)

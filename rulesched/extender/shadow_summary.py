@@ -20,7 +20,7 @@ from typing import Any
 
 from rulesched.decide.decision import Decision
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import pod_identity
+from rulesched.rules.pod_values import pod_identity
 
 EXAMPLES = 10
 """Differing calls kept as examples (the first ones since the shadow book was loaded)."""

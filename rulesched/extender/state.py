@@ -22,7 +22,7 @@ from rulesched.decide.decision import Decision
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.fast.budget import NeedsEvaluationError, within
 from rulesched.decide.verbs import Call
-from rulesched.extender import wire
+from rulesched.extender import wire, wire_full
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.body import read_body
 from rulesched.extender.connection import BODY_ARRIVED
@@ -30,7 +30,8 @@ from rulesched.extender.observe import Observer
 from rulesched.extender.recording import Recorder
 from rulesched.extender.shadow import Shadow
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import NodeContext, namespace_name, with_pods
+from rulesched.rules.context import NodeContext, with_pods
+from rulesched.rules.pod_values import namespace_name
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 
@@ -65,7 +66,7 @@ class Extender:
         # Full mode sends whole nodes with filter, but only names with preempt: the contexts keep the
         # nodes that have a resourceVersion, this the few that have none.
         self.seen: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
-        self.texts = wire.NodeTexts()
+        self.texts = wire_full.NodeTexts()
         """Full mode: the nodes decoded for earlier requests, with the texts they were sent as."""
         self.evaluator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rulesched-evaluate")
         """The one thread rules are evaluated in."""

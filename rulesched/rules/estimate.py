@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rulesched.rules.context import pod_requests, resource_numbers
+from rulesched.rules.context import resource_numbers
+from rulesched.rules.pod_values import pod_requests
 
 ESTIMATE_NAME = "estimate"
 """The context name of the pod's estimate (beside `requests`); a node's `recent.estimates` sums them."""

@@ -31,8 +31,9 @@ from rulesched.rules.cel.shape import (
     record,
     string,
 )
-from rulesched.rules.context import NodeContext, namespace_view, pod_requests
+from rulesched.rules.context import NodeContext
 from rulesched.rules.estimate import estimate_or_fallback
+from rulesched.rules.pod_values import namespace_view, pod_requests
 
 
 class Side(enum.Enum):

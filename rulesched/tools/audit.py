@@ -19,8 +19,9 @@ from typing import Any, Literal
 from rulesched.cluster.audit import Violation, audit_node, audited_filters, counts, report
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import EngineName, make_engine
-from rulesched.rules.context import NodeContext, namespace_name
+from rulesched.rules.context import NodeContext
 from rulesched.rules.loader import load_rule_book
+from rulesched.rules.pod_values import namespace_name
 from rulesched.tools.inputs import InputError, file_contexts, read_metrics, read_namespaces, read_nodes, read_pods
 from rulesched.tools.recording_read import Recording, read_calls
 

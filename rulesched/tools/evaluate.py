@@ -19,7 +19,8 @@ from typing import Any, Literal
 from rulesched.cluster.sources import FileMetricsSource
 from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, make_engine
 from rulesched.rules.cel.cost import CostEstimateError, estimate, over_limit_message
-from rulesched.rules.context import NO_CUSTOM, node_addresses, node_context, pod_requests
+from rulesched.rules.context import NO_CUSTOM, node_addresses, node_context
+from rulesched.rules.pod_values import pod_requests
 from rulesched.tools.inputs import read_metrics, read_nodes, read_pod
 
 ErrorKind = Literal["compile", "runtime", "cost"]

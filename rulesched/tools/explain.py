@@ -14,14 +14,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rulesched.cluster.pods import NamespaceSource, PodSource
-from rulesched.cluster.sources import MetricsSource
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import EngineName, make_engine
 from rulesched.rules.context import context_report
 from rulesched.rules.estimate import fallback_estimate
 from rulesched.rules.loader import load_rule_book
-from rulesched.tools.inputs import decide, file_contexts, namespace_of, read_metrics, read_namespaces, read_pods
+from rulesched.tools.inputs import SourceFiles, Sources, decide, file_contexts, namespace_of
 
 SERVER_TIMEOUT = 30.0
 """Seconds to wait for the server's answer."""
@@ -36,30 +34,23 @@ def explain_local(
     engine: EngineName,
     pod: Mapping[str, Any],
     nodes: Sequence[Mapping[str, Any]],
-    metrics: Path | None,
-    *,
-    pods: Path | None = None,
-    namespaces: Path | None = None,
+    files: SourceFiles,
 ) -> dict[str, Any]:
     """The report of the server's evaluation, run here on the given files (raises on bad input)."""
     book = load_rule_book(list(rules), make_engine(engine))
-    return explained(book, pod, nodes, read_metrics(metrics), read_pods(pods), read_namespaces(namespaces))
+    return explained(book, pod, nodes, files.read())
 
 
 def explained(
-    book: RuleBook,
-    pod: Mapping[str, Any],
-    nodes: Sequence[Mapping[str, Any]],
-    source: MetricsSource | None,
-    on_nodes: PodSource | None,
-    known: NamespaceSource | None,
+    book: RuleBook, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], sources: Sources
 ) -> dict[str, Any]:
     """The report of `book`'s decision for `pod` over `nodes`, with the cluster context the sources give."""
-    built = file_contexts(source, on_nodes)
+    built = file_contexts(sources.metrics, sources.pods)
     contexts = built.for_objects(nodes)
-    decision = decide(book, pod, nodes, source, pods=on_nodes, namespaces=known)
+    decision = decide(book, pod, nodes, sources)
     estimate = fallback_estimate(pod)  # no usage store offline: the default fallback, as a server without one
-    return decision.explain(pod) | context_report(pod, namespace_of(pod, known), contexts, built.custom_ages, estimate)
+    namespace = namespace_of(pod, sources.namespaces)
+    return decision.explain(pod) | context_report(pod, namespace, contexts, built.custom_ages, estimate)
 
 
 def extender_args(

@@ -20,6 +20,7 @@ from rulesched.cluster.snapshot import Snapshot, SnapshotError, read_snapshot
 from rulesched.rules.cel import EngineName, make_engine
 from rulesched.rules.loader import load_rule_book
 from rulesched.tools.explain import explain_remote, explained, extender_args
+from rulesched.tools.inputs import Sources
 
 
 def parse_target(target: str) -> tuple[str, str]:
@@ -58,7 +59,8 @@ def explain_live(rules: Sequence[Path], engine: EngineName, snapshot: Snapshot) 
     """The decision of the rules in `rules` for the pod, on the live state, with what it says about the pod."""
     book = load_rule_book(list(rules), make_engine(engine))
     pod = as_scheduled(snapshot.pod)
-    report = explained(book, pod, snapshot.nodes, snapshot.metrics, snapshot.pods, snapshot.namespaces())
+    sources = Sources(snapshot.metrics, snapshot.pods, snapshot.namespaces())
+    report = explained(book, pod, snapshot.nodes, sources)
     return report | {"live": live_view(snapshot, report)}
 
 

@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -24,7 +24,7 @@ from rulesched.decide.decision import Decision
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import namespace_name
+from rulesched.rules.pod_values import namespace_name
 
 
 class InputError(Exception):
@@ -101,22 +101,40 @@ def read_namespaces(path: Path | None) -> NamespaceSource | None:
         raise InputError(str(error)) from error
 
 
+class Sources(NamedTuple):
+    """The cluster context around the nodes, read from files or a snapshot (None: not given)."""
+
+    metrics: MetricsSource | None = None
+    pods: PodSource | None = None
+    """The pods on each node."""
+    namespaces: NamespaceSource | None = None
+
+
+class SourceFiles(NamedTuple):
+    """The files the `Sources` are read from (None: not given)."""
+
+    metrics: Path | None = None
+    pods: Path | None = None
+    namespaces: Path | None = None
+
+    def read(self) -> Sources:
+        return Sources(read_metrics(self.metrics), read_pods(self.pods), read_namespaces(self.namespaces))
+
+
 def decide(
     book: RuleBook,
     pod: Mapping[str, Any],
     nodes: Sequence[Mapping[str, Any]],
-    metrics: MetricsSource | None,
+    sources: Sources,
     now: datetime.datetime | None = None,
-    *,
-    pods: PodSource | None = None,
-    namespaces: NamespaceSource | None = None,
     estimate: Mapping[str, float] | None = None,
 ) -> Decision:
     """The server's decision for `pod` over `nodes` (full mode: the nodes as the request carries them),
     with the pods on each node and the pod's namespace when their sources are given, and the pod's
     `estimate` (None: the fallback, its requests)."""
-    contexts = file_contexts(metrics, pods).for_objects(nodes)
-    call = Call(pod, contexts, now=now, namespace=namespace_of(pod, namespaces), estimate=estimate)
+    contexts = file_contexts(sources.metrics, sources.pods).for_objects(nodes)
+    namespace = namespace_of(pod, sources.namespaces)
+    call = Call(pod, contexts, now=now, namespace=namespace, estimate=estimate)
     return evaluate(prepared(book), call)
 
 

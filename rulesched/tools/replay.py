@@ -21,7 +21,7 @@ from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call as Asked
 from rulesched.decide.verbs import Verb
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import pod_identity
+from rulesched.rules.pod_values import pod_identity
 from rulesched.tools.recording_read import Call
 
 EXAMPLES = 10

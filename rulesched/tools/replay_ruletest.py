@@ -21,7 +21,8 @@ from typing import Any
 
 import yaml
 
-from rulesched.rules.context import NodeContext, pod_identity
+from rulesched.rules.context import NodeContext
+from rulesched.rules.pod_values import pod_identity
 from rulesched.tools.recording_read import Call, Recording, read_calls
 
 

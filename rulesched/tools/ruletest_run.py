@@ -19,7 +19,16 @@ from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import EngineName, make_engine
 from rulesched.rules.errors import RulesLoadFailed
 from rulesched.rules.loader import load_rule_book
-from rulesched.tools.inputs import InputError, decide, read_metrics, read_namespaces, read_nodes, read_pod, read_pods
+from rulesched.tools.inputs import (
+    InputError,
+    Sources,
+    decide,
+    read_metrics,
+    read_namespaces,
+    read_nodes,
+    read_pod,
+    read_pods,
+)
 from rulesched.tools.ruletest_expect import actual_summary, compare
 from rulesched.tools.ruletest_load import Suite, field_path
 from rulesched.tools.ruletest_model import Case
@@ -172,16 +181,8 @@ def run_case(suite: Suite, index: int, book: RuleBook, default: Snapshot) -> Cas
     except SuiteError as error:
         result.error = str(error)
         return result
-    decision = decide(
-        book,
-        pod,
-        snapshot.nodes,
-        snapshot.metrics,
-        _aware(case.now),
-        pods=snapshot.pods,
-        namespaces=snapshot.namespaces,
-        estimate=case.estimate,
-    )
+    sources = Sources(snapshot.metrics, snapshot.pods, snapshot.namespaces)
+    decision = decide(book, pod, snapshot.nodes, sources, _aware(case.now), case.estimate)
     result.failures = compare(case.expect, decision)
     result.actual = actual_summary(decision) if result.failures else []
     result.seconds = time.perf_counter() - started

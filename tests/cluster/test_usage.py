@@ -25,8 +25,8 @@ from rulesched.cluster.usage import (
     record_poll,
     workload_of,
 )
-from rulesched.rules.context import pod_view
 from rulesched.rules.estimate import Fallback, fallback_estimate, pod_limits
+from rulesched.rules.pod_values import pod_view
 from rulesched.settings import Settings
 from tests.builders import make_pod
 from tests.kubeapi import KubeAPI

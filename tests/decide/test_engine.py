@@ -16,9 +16,10 @@ from rulesched.decide.decision import Decision, FilterResult, NodeDecision, Rule
 from rulesched.decide.verbs import Verb
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import ENGINE_NAMES, Engine, make_engine
-from rulesched.rules.context import NodeUsage, pod_requests
+from rulesched.rules.context import NodeUsage
 from rulesched.rules.errors import RulesLoadFailed
 from rulesched.rules.loader import load_rule_book
+from rulesched.rules.pod_values import pod_requests
 from tests.builders import (
     decide,
     load_spec,

@@ -30,11 +30,11 @@ from rulesched.rules.context import (
     NodeUsage,
     node_context,
     node_pods,
-    pod_view,
     with_custom,
     with_sample,
 )
 from rulesched.rules.loader import load_rule_book
+from rulesched.rules.pod_values import pod_view
 from tests.builders import NOW, make_pod, make_usage, rule_set, write_rules
 
 VARIABLES = """\

@@ -89,7 +89,7 @@ VALUES = st.recursive(
 @st.composite
 def mutated(draw: st.DrawFn, verb: str) -> bytes:
     """A seed of `verb`, changed one to three times, serialized (with deep nesting where asked): compact as
-    kube-scheduler writes it (full mode's fast reading, `wire._parse_sent`) or with spaces."""
+    kube-scheduler writes it (full mode's fast reading, `wire_full.read_sent`) or with spaces."""
     document = draw(st.sampled_from([seed(p) for p in SEEDS[verb]] or [bind_seed()]))
     for _ in range(draw(st.integers(1, 3))):
         targets = list(paths(document))

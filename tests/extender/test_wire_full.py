@@ -1,4 +1,4 @@
-"""Full mode read from the exact form kube-scheduler writes (`wire._parse_sent`): every body is read as the
+"""Full mode read from the exact form kube-scheduler writes (`wire_full.read_sent`): every body is read as the
 plain way reads it (the same request, or the same 400 and reason), a node sent again byte for byte is the
 object decoded before, and the filter answer echoes the passing nodes as they were sent."""
 
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rulesched.extender import wire
+from rulesched.extender import wire, wire_full
 from rulesched.settings import Settings
 from tests.extender.test_fuzz import FUZZ, mutated
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, RULES, SCHEDULER_FIXTURES, SCHEDULER_FIXTURES_NEWEST
@@ -32,7 +32,7 @@ RECORDED = sorted(
 """Every full-mode filter and prioritize body a real kube-scheduler sent in the recordings."""
 
 
-def read(body: bytes, texts: wire.NodeTexts | None) -> tuple[Any, ...]:
+def read(body: bytes, texts: wire_full.NodeTexts | None) -> tuple[Any, ...]:
     """What a request reads as: its pod, nodes and names, or its error and reason."""
     try:
         args = wire.ExtenderArgs.parse(body, LIMIT, texts)
@@ -41,7 +41,7 @@ def read(body: bytes, texts: wire.NodeTexts | None) -> tuple[Any, ...]:
     return args.pod, args.nodes, args.node_names, args.names
 
 
-def sent_way(body: bytes, texts: wire.NodeTexts) -> bool:
+def sent_way(body: bytes, texts: wire_full.NodeTexts) -> bool:
     """Whether `body` is read from kube-scheduler's form (its nodes kept as texts)."""
     return wire.ExtenderArgs.parse(body, LIMIT, texts).texts is not None
 
@@ -60,14 +60,14 @@ POD = b'{"metadata":{"name":"web-1","namespace":"default"}}'
 
 @pytest.mark.parametrize("path", RECORDED, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.name}")
 def test_recorded_requests_are_read_as_the_plain_way_reads_them(path: Path) -> None:
-    body, texts = path.read_bytes(), wire.NodeTexts()
+    body, texts = path.read_bytes(), wire_full.NodeTexts()
     assert sent_way(body, texts)
     assert read(body, texts) == read(body, None)
     assert read(body, texts) == read(body, None)  # again, its nodes now known
 
 
 def test_a_node_sent_again_unchanged_is_the_object_decoded_before() -> None:
-    texts = wire.NodeTexts()
+    texts = wire_full.NodeTexts()
     first = wire.ExtenderArgs.parse(full_body(POD, [node_text("a"), node_text("b")]), LIMIT, texts)
     again = wire.ExtenderArgs.parse(full_body(POD, [node_text("b"), node_text("a")]), LIMIT, texts)
     assert first.nodes is not None
@@ -76,7 +76,7 @@ def test_a_node_sent_again_unchanged_is_the_object_decoded_before() -> None:
 
 
 def test_a_node_changed_past_its_first_bytes_at_the_same_length_is_decoded_again() -> None:
-    texts, padding = wire.NodeTexts(), b'"pad":"' + b"x" * 300 + b'",'
+    texts, padding = wire_full.NodeTexts(), b'"pad":"' + b"x" * 300 + b'",'
     before, after = node_text("a", padding + b'"v":"1.36.0"'), node_text("a", padding + b'"v":"1.36.1"')
     assert (len(before), before[:300]) == (len(after), after[:300])
     first = wire.ExtenderArgs.parse(full_body(POD, [before]), LIMIT, texts)
@@ -88,7 +88,7 @@ def test_a_node_changed_past_its_first_bytes_at_the_same_length_is_decoded_again
 
 
 def test_nodes_alike_in_their_length_and_first_bytes_are_told_apart() -> None:
-    texts, stem = wire.NodeTexts(), "n" * 240  # the texts differ only past their first 256 bytes
+    texts, stem = wire_full.NodeTexts(), "n" * 240  # the texts differ only past their first 256 bytes
     body = full_body(POD, [node_text(f"{stem}-a"), node_text(f"{stem}-b")])
     for _ in range(3):
         args = wire.ExtenderArgs.parse(body, LIMIT, texts)
@@ -97,10 +97,10 @@ def test_nodes_alike_in_their_length_and_first_bytes_are_told_apart() -> None:
 
 
 def test_the_texts_kept_are_bounded() -> None:
-    texts = wire.NodeTexts()
-    body = full_body(POD, [node_text(f"n{index}") for index in range(wire._TEXTS_KEPT + 1)])
+    texts = wire_full.NodeTexts()
+    body = full_body(POD, [node_text(f"n{index}") for index in range(wire_full._TEXTS_KEPT + 1)])
     assert read(body, texts)[0] == "TooManyError"  # read the sent way first, then over --max-candidates
-    assert 0 < len(texts) <= wire._TEXTS_KEPT
+    assert 0 < len(texts) <= wire_full._TEXTS_KEPT
 
 
 @pytest.mark.parametrize(
@@ -114,7 +114,7 @@ def test_the_texts_kept_are_bounded() -> None:
     ],
 )
 def test_other_forms_are_read_the_plain_way(body: bytes) -> None:
-    texts = wire.NodeTexts()
+    texts = wire_full.NodeTexts()
     assert read(body, texts) == read(body, None)
     assert len(texts) == 0
 
@@ -132,7 +132,7 @@ def test_other_forms_are_read_the_plain_way(body: bytes) -> None:
     ],
 )
 def test_bad_requests_get_the_plain_ways_reason(items: list[bytes], reason: str) -> None:
-    texts, body = wire.NodeTexts(), full_body(POD, items)
+    texts, body = wire_full.NodeTexts(), full_body(POD, items)
     wire.ExtenderArgs.parse(full_body(POD, [node_text("a")]), LIMIT, texts)  # node a known already
     found = read(body, texts)
     assert found == read(body, None)
@@ -159,17 +159,17 @@ def test_deep_nesting_is_read_as_the_plain_way_reads_it(where: str) -> None:
         body = full_body(pod, texts)
         if where == "metadata":
             body = body.replace(b'"metadata":{},"items"', b'"metadata":' + deep + b',"items"')
-        assert outcome(body, wire.NodeTexts()) == outcome(body, None), depth
+        assert outcome(body, wire_full.NodeTexts()) == outcome(body, None), depth
 
 
-def outcome(body: bytes, texts: wire.NodeTexts | None) -> tuple[Any, ...]:
+def outcome(body: bytes, texts: wire_full.NodeTexts | None) -> tuple[Any, ...]:
     """The error and reason, or the names read (values nested this deep are too deep to compare)."""
     found = read(body, texts)
     return found if isinstance(found[0], str) else ("read", found[3])
 
 
 def test_a_good_node_then_sent_broken_gets_400() -> None:
-    texts = wire.NodeTexts()
+    texts = wire_full.NodeTexts()
     wire.ExtenderArgs.parse(full_body(POD, [node_text("a", b'"x":1')]), LIMIT, texts)
     broken = full_body(POD, [node_text("a", b'"x":1e999')])
     assert read(broken, texts) == read(broken, None) == read(broken, None)
@@ -182,12 +182,12 @@ def test_mutated_scheduler_requests_are_read_as_the_plain_way_reads_them() -> No
     @FUZZ
     @given(body=mutated("filter"))
     def check(body: bytes) -> None:
-        texts = wire.NodeTexts()
+        texts = wire_full.NodeTexts()
         for path in RECORDED[:2]:  # their nodes known, as after earlier calls
             wire.ExtenderArgs.parse(path.read_bytes(), LIMIT, texts)
         plain = read(body, None)
         assert read(body, texts) == plain
-        assert read(body, wire.NodeTexts()) == plain
+        assert read(body, wire_full.NodeTexts()) == plain
         if not isinstance(plain[0], str):  # read without error: which way?
             sent.append(sent_way(body, texts))
 
@@ -215,7 +215,7 @@ def test_corrupted_requests_are_read_as_the_plain_way_reads_them() -> None:
     @FUZZ
     @given(body=corrupted())
     def check(body: bytes) -> None:
-        texts = wire.NodeTexts()
+        texts = wire_full.NodeTexts()
         for path in RECORDED[:4]:
             wire.ExtenderArgs.parse(path.read_bytes(), LIMIT, texts)
         assert read(body, texts) == read(body, None)

@@ -11,12 +11,12 @@ size of its range. docs/rules/cost.md explains the model, the assumed sizes and 
 
 The estimate walks the parse tree of `rulesched.rules.cel.analysis` (cel-python's lark grammar, with the
 optional syntax), which every install has; it needs no type checker: where the type is unknown, a
-value counts as a string or a list of the assumed sizes, as it is used.
+value counts as a string or a list of the assumed sizes, as it is used. Each function call's own cost,
+by the shapes of what it is given, is `call_cost.py`'s.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -24,21 +24,14 @@ from typing import Any, cast
 import lark
 
 from rulesched.rules.cel.analysis import syntax_tree
-from rulesched.rules.cel.libs.formats import FORMATS
-from rulesched.rules.cel.shape import ANY, LIST_DEFAULT, SCALAR, Shape
+from rulesched.rules.cel.call_cost import FUNCTIONS, call_cost, traverse
+from rulesched.rules.cel.shape import ANY, SCALAR, Shape
 from rulesched.rules.vocabulary import NAMES
 
-FORMAT_NAMES = tuple(FORMATS)
 INPUTS: Mapping[str, Shape] = {entry.name: entry.shape for entry in NAMES}
 """The sizes assumed for the context names (docs/rules/cost.md): declared with each name (`rules/vocabulary.py`)."""
 
-STRING_FACTOR = 0.1
-"""cel-go's StringTraversalCostFactor."""
-REGEX_FACTOR = 0.25
-"""cel-go's RegexStringLengthCostFactor."""
 LIST_CREATE, MAP_CREATE, OBJECT_CREATE = 10, 30, 40
-UNKNOWN_CALL_FACTOR = 1.0
-"""A function the model does not know costs 1 plus one unit per character or element of its arguments."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +44,6 @@ class Estimate:
 
 class CostEstimateError(Exception):
     """The expression cannot be estimated (celpy's parser does not read it)."""
-
-
-def _ceil(value: float) -> int:
-    return math.ceil(value - 1e-9) if value > 0 else 0
-
-
-def _traverse(size: int, factor: float = STRING_FACTOR) -> int:
-    return _ceil(size * factor)
 
 
 class Estimator:
@@ -143,7 +128,7 @@ class Estimator:
             scan = 1 if right.shape.mapping else right.shape.length(as_list=True)
             return Estimate(args + scan, SCALAR)
         smallest = min(left.shape.length(), right.shape.length())
-        return Estimate(args + max(1, _traverse(smallest)), SCALAR)
+        return Estimate(args + max(1, traverse(smallest)), SCALAR)
 
     def _addition(self, node: lark.Tree[Any]) -> Estimate:
         found = self._binary(node)
@@ -154,7 +139,7 @@ class Estimator:
         if operator == "addition_add" and _sized(left.shape, right.shape):
             size = left.shape.length() + right.shape.length()
             item = _union(left.shape.element(), right.shape.element())
-            return Estimate(args + max(1, _traverse(size)), Shape(size=size, item=item))
+            return Estimate(args + max(1, traverse(size)), Shape(size=size, item=item))
         return Estimate(args + 1, SCALAR)
 
     def _multiplication(self, node: lark.Tree[Any]) -> Estimate:
@@ -358,263 +343,8 @@ def _union(*shapes: Shape) -> Shape:
     return Shape(size=max(sizes) if sizes else None, item=_union(*items) if items else None)
 
 
-CallCost = Callable[[Shape | None, Sequence[Shape]], tuple[int, Shape]]
-
-
-def _size_of(shape: Shape | None, as_list: bool = False) -> int:
-    return shape.length(as_list) if shape is not None else 0
-
-
-def _traversal(result: str = "scalar", factor: float = STRING_FACTOR, of: str = "target") -> CallCost:
-    """A function that reads its target (or first argument) once; its result sized like its input
-    ("same"), a list of its characters ("chars"), or a scalar."""
-
-    def cost(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-        source = target if of == "target" and target is not None else (args[0] if args else target)
-        size = _size_of(source)
-        shape = {"same": Shape(size=size), "chars": Shape(size=size, item=Shape(size=size))}.get(result, SCALAR)
-        return max(1, _traverse(size, factor)), shape
-
-    return cost
-
-
-def _fixed(cost: int = 1) -> CallCost:
-    return lambda target, args: (cost, SCALAR)
-
-
-def _regex(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-    subject = _size_of(target) if target is not None else _size_of(args[0] if args else None)
-    pattern = _size_of(args[-1] if target is not None else (args[1] if len(args) > 1 else None))
-    cost = _traverse(subject + 1) * max(1, _traverse(pattern, REGEX_FACTOR))
-    return max(1, cost), Shape(size=subject, item=Shape(size=subject))
-
-
-def _contains(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-    return max(1, _traverse(_size_of(target)) * max(1, _traverse(_size_of(args[0] if args else None)))), SCALAR
-
-
-def _starts(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-    return max(1, _traverse(_size_of(args[0] if args else None))), SCALAR
-
-
-def _replace(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-    size = _size_of(target)
-    old = args[0].size if args and args[0].size is not None else 0
-    new = _size_of(args[1]) if len(args) > 1 else 0
-    count = size + 1 if old == 0 else (0 if new <= old else math.ceil(size / old))
-    return max(1, _traverse(size, 2 * STRING_FACTOR)), Shape(size=size + count * new)
-
-
-def _split(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-    size = _size_of(target)
-    return max(1, _traverse(size, 2 * STRING_FACTOR)), Shape(size=size, item=Shape(size=size))
-
-
-def _join(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-    items = _size_of(target, as_list=True)
-    element = target.element().length() if target is not None else 0
-    size = items * element + max(0, items - 1) * _size_of(args[0] if args else None)
-    return max(1, _traverse(size)), Shape(size=size)
-
-
-def _list_scan(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-    """isSorted, sum, min, max, indexOf, lastIndexOf: one comparison per element (strings: traversed)."""
-    if target is None and args:
-        target, args = args[0], args[1:]
-    if target is not None and (target.item is not None or (target.unknown and not target.size)):
-        items = target.length(as_list=True)
-        element = target.element()
-        each = 1 + (_traverse(element.length()) if element.size is not None or element.unknown else 0)
-        return max(1, items * each), element
-    return max(1, _traverse(_size_of(target))), SCALAR
-
-
-def _sets(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-    sizes = [a.length(as_list=True) for a in args] or [1]
-    return max(1, math.prod(sizes)), SCALAR
-
-
-def _quote(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-    size = _size_of(args[0] if args else target)
-    return max(1, _traverse(size)), Shape(size=2 * size + 2)
-
-
-def _format(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-    size = _size_of(target) + sum(a.length(as_list=True) * a.element().length() for a in args)
-    return max(1, _traverse(size)), Shape(size=size)
-
-
-def _string_conversion(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-    source = args[0] if args else target
-    size = _size_of(source) if source is not None and (source.size is not None or source.unknown) else 32
-    return max(1, _traverse(size)), Shape(size=size)
-
-
-def _size(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-    return 1, SCALAR
-
-
-_ACCESSORS: tuple[str, ...] = (
-    # quantity, ip, cidr, url, semver, optional, timestamp, math: accessors and comparisons, O(1)
-    "sign",
-    "asInteger",
-    "isInteger",
-    "asApproximateFloat",
-    "isGreaterThan",
-    "isLessThan",
-    "compareTo",
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "divInt",
-    "masked",
-    "prefixLength",
-    "family",
-    "isUnspecified",
-    "isLoopback",
-    "isLinkLocalMulticast",
-    "isLinkLocalUnicast",
-    "isGlobalUnicast",
-    "getScheme",
-    "getHost",
-    "getHostname",
-    "getPort",
-    "getEscapedPath",
-    "getQuery",
-    "major",
-    "minor",
-    "patch",
-    "hasValue",
-    "value",
-    "orValue",
-    "or",
-    "of",
-    "none",
-    "ofNonZeroValue",
-    "optMap",
-    "optFlatMap",
-    "int",
-    "uint",
-    "double",
-    "bool",
-    "bytes",
-    "duration",
-    "timestamp",
-    "type",
-    "dyn",
-    "getDate",
-    "getDayOfMonth",
-    "getDayOfWeek",
-    "getDayOfYear",
-    "getFullYear",
-    "getHours",
-    "getMilliseconds",
-    "getMinutes",
-    "getMonth",
-    "getSeconds",
-    "abs",
-    "ceil",
-    "floor",
-    "round",
-    "trunc",
-    "sqrt",
-    "isInf",
-    "isNaN",
-    "isFinite",
-    "bitAnd",
-    "bitOr",
-    "bitXor",
-    "bitNot",
-    "bitShiftLeft",
-    "bitShiftRight",
-    "greatest",
-    "least",
-    "first",
-    "last",
-)
-_PARSERS: tuple[str, ...] = (
-    # parse their (string) argument once
-    "url",
-    "isURL",
-    "ip",
-    "isIP",
-    "cidr",
-    "isCIDR",
-    "quantity",
-    "isQuantity",
-    "semver",
-    "isSemver",
-    "charAt",
-    "reverse",
-)
-
-FUNCTIONS: Mapping[str, CallCost] = {
-    **{name: _fixed() for name in _ACCESSORS},
-    **{name: _traversal(of="argument") for name in _PARSERS},
-    "ip.isCanonical": _traversal(factor=2 * STRING_FACTOR, of="argument"),
-    "containsIP": lambda t, a: (4 + _traverse(_size_of(a[0] if a else None)), SCALAR),
-    "containsCIDR": lambda t, a: (6 + _traverse(_size_of(a[0] if a else None)), SCALAR),
-    "size": _size,
-    "startsWith": _starts,
-    "endsWith": _starts,
-    "contains": _contains,
-    "matches": _regex,
-    "find": _regex,
-    "findAll": _regex,
-    "lowerAscii": _traversal("same"),
-    "upperAscii": _traversal("same"),
-    "trim": _traversal("same"),
-    "substring": _traversal("same"),
-    "replace": _replace,
-    "split": _split,
-    "join": _join,
-    "quote": _quote,
-    "format": _format,
-    "string": _string_conversion,
-    "isSorted": _list_scan,
-    "sum": _list_scan,
-    "min": _list_scan,
-    "max": _list_scan,
-    "indexOf": _list_scan,
-    "lastIndexOf": _list_scan,
-    "slice": _list_scan,
-    "flatten": _list_scan,
-    "distinct": _list_scan,
-    "sort": _list_scan,
-    "range": lambda t, a: (1, Shape(size=LIST_DEFAULT, item=SCALAR)),
-    "sets.contains": _sets,
-    "sets.equivalent": _sets,
-    "sets.intersects": _sets,
-    "strings.quote": _quote,
-    # reads the key once; each character escaped is two (`/` → `~1`)
-    "jsonpatch.escapeKey": lambda t, a: (
-        max(1, _traverse(_size_of(a[0] if a else None))),
-        Shape(size=2 * _size_of(a[0] if a else None)),
-    ),
-    "math.greatest": _list_scan,
-    "math.least": _list_scan,
-    # Kubernetes' format library: a validator reads the string once (a list of reasons, bounded, comes back)
-    "validate": _traversal(of="argument"),
-    "named": _fixed(),
-    **{f"format.{name}": _fixed() for name in FORMAT_NAMES},
-}
-"""Every function the model knows: the Kubernetes libraries (lists, sets, regex, urls, ip, cidr, format,
-quantity, semver, jsonpatch), cel-go's string extensions and the standard functions. Others: `_unknown`."""
-
-
-def _unknown(target: Shape | None, args: Sequence[Shape]) -> tuple[int, Shape]:
-    """A function the model does not know: 1, plus one unit per character or element of each argument
-    (a function reading everything it is given), and a result of any size."""
-    inputs = [s for s in (target, *args) if s is not None and (s.size is not None or s.unknown)]
-    return 1 + _ceil(UNKNOWN_CALL_FACTOR * sum(s.length() for s in inputs)), ANY
-
-
 def _call(name: str, target: Estimate | None, args: Sequence[Estimate]) -> Estimate:
-    function = FUNCTIONS.get(name, _unknown)
-    if name == "contains" and target is not None and target.shape.item is not None:
-        function = _list_scan  # a list's contains
-    cost, shape = function(target.shape if target is not None else None, [a.shape for a in args])
+    cost, shape = call_cost(name, target.shape if target is not None else None, [a.shape for a in args])
     return Estimate(cost + sum(a.cost for a in args), shape)
 
 

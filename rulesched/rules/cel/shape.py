@@ -19,7 +19,7 @@ LIST_DEFAULT = 128
 PODS_PER_NODE = 250
 """`pods`: the kubelet's `maxPods` is 110 by default, 250 on the largest managed nodes."""
 VIEW_ANNOTATION_CHARS = 1024
-"""Annotations kept in the views of `pods` and `namespaceObject` (`rules.context.ANNOTATION_MAX_CHARS`)."""
+"""Annotations kept in the views of `pods` and `namespaceObject` (`rules.pod_values.ANNOTATION_MAX_CHARS`)."""
 
 
 @dataclass(frozen=True, slots=True)
