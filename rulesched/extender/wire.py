@@ -6,7 +6,8 @@ extenders send `pod`, `nodes`, `nodenames`) and answers use the exact Go names. 
 extender needs are checked: the objects themselves are passed on untouched, so full mode echoes the
 passing nodes byte-for-byte equivalent.
 
-Full mode's body in the exact form kube-scheduler writes is read by `wire_full` when it can be.
+A full-mode body in the exact form kube-scheduler writes is read without decoding the nodes sent before
+(`wire_full.read_sent`); every other body, and any that way finds amiss, is read the plain way here.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ class ExtenderArgs:
     @classmethod
     def parse(cls, body: bytes, max_candidates: int, texts: NodeTexts | None = None) -> ExtenderArgs:
         """The request in `body`; at most `max_candidates` candidates, each named once. `texts`: the nodes
-        decoded for earlier requests, for full mode (see the module's docstring)."""
+        decoded for earlier requests, for full mode (see `wire_full`)."""
         sent = read_sent(body, texts) if texts is not None else None
         if sent is not None:
             args = cls(pod=sent.pod, nodes=sent.nodes, node_names=None, texts=sent.texts, sent_names=sent.names)
