@@ -224,7 +224,7 @@ def table(results: Sequence[JSON]) -> str:
     lines = [
         "| nodes | pacing | server | pods | filter p50 / p99 ms | prioritize p50 / p99 ms "
         "| x live-only: filter p50, p99; prioritize p50, p99 | reloads | compared | dropped "
-        "| made after answer / in thread |",
+        "| made between calls / in thread |",
         "|---:|---|---|---:|---|---|---|---:|---:|---:|---|",
     ]
     for r in results:
@@ -245,7 +245,8 @@ def _counts(shadow: JSON | None) -> str:
     if shadow is None:
         return " | | "
     made = shadow["made"]
-    return f"{shadow['compared']} of {shadow['calls']} | {shadow['dropped']} | {made['afterAnswer']} / {made['thread']}"
+    counts = f"{shadow['compared']} of {shadow['calls']} | {shadow['dropped']}"
+    return f"{counts} | {made['betweenCalls']} / {made['thread']}"
 
 
 def _ratio(result: JSON, base: JSON, verb: str, q: str) -> float | None:

@@ -129,13 +129,15 @@ class Settings(BaseSettings):
     --rules: every filter and prioritize call is evaluated against it too, after its answer is sent and
     never changing it; the differences go to GET /shadow, /metrics and the decision log
     (docs/guides/changing-rules-safely.md)."""
-    shadow_queue: int = Field(256, ge=1)
-    """Answered calls waiting for their shadow evaluation; when it is full a call's comparison is dropped
-    (counted as `dropped`), never queued without limit."""
+    shadow_queue: int = Field(2048, ge=1)
+    """Answered calls waiting for their shadow evaluation (a back-to-back burst waits here while its
+    comparisons fill the gaps between calls; about 30 KB a call at 1000 candidates); when it is full a call's
+    comparison is dropped (counted as `dropped`), never queued without limit."""
     shadow_inline_work: float = Field(2000.0, ge=0)
-    """Estimated microseconds of shadow evaluation made right after an answer is sent, before the next call
-    is read (a burst leaves no pause for it); a call whose shadow decision needs more waits in the shadow
-    queue for a pause. 0: only what the shadow book's caches answer is compared right away."""
+    """Estimated microseconds of one shadow decision made on the event loop, between calls; a call whose
+    shadow decision needs more has its nodes made ready for the shadow book a few at a time first, and, if
+    it still needs more, is decided in the shadow thread in a pause. 0: only what the shadow book's caches
+    answer is decided on the event loop."""
     record_dir: Path | None = None
     """Record every filter and prioritize call, with the node, metrics, pod and namespace state it saw, in
     this directory (gzip JSON Lines segments, docs/operations/recording.md), for `rulesched replay`. Off

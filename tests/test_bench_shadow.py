@@ -46,7 +46,7 @@ def assert_sane(results: list[dict[str, Any]], pods: int, size: int) -> None:
         shadow = found[("shadowed", pacing)]["shadow"]
         assert shadow["calls"] == 2 * pods
         assert shadow["compared"] + shadow["dropped"] == 2 * pods
-        assert shadow["made"]["afterAnswer"] + shadow["made"]["thread"] == shadow["compared"]
+        assert shadow["made"]["betweenCalls"] + shadow["made"]["thread"] == shadow["compared"]
         assert "shadow" not in found[("live-only", pacing)]
 
 

@@ -11,8 +11,6 @@ from collections.abc import Callable
 from starlette.background import BackgroundTask
 from starlette.responses import Response
 
-from rulesched.extender.state import Extender
-
 log = logging.getLogger(__name__)
 
 
@@ -78,21 +76,3 @@ class NoCollection:
     def __exit__(self, *failure: object) -> None:
         if not self.deferred:
             gc.enable()
-
-
-class Answering:
-    """A filter or prioritize call is being answered: the shadow and recording threads, when there are
-    any, wait meanwhile."""
-
-    __slots__ = ("idle",)
-
-    def __init__(self, extender: Extender) -> None:
-        self.idle = extender.idle if extender.handing_on() else None
-
-    def __enter__(self) -> None:
-        if self.idle is not None:
-            self.idle.busy()
-
-    def __exit__(self, *failure: object) -> None:
-        if self.idle is not None:
-            self.idle.done()

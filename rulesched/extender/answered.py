@@ -3,9 +3,9 @@
 The shadow evaluation (`shadow.py`) and the recording (`recording.py`) both work from an `Answered`: the
 pod, the node contexts the decision saw (frozen snapshots, so another thread may read them), the
 namespace, the time the rules saw as `now` and the live Decision. Building one costs nothing but
-references. The recording is written in a worker thread, only while no filter or prioritize call is being
-answered (`Idle`); the shadow comparison is made right after the answer when it is small work, and in its
-own worker thread, under the same condition, when it is not (`shadow.py`).
+references. The recording is written in a worker thread, only while no request is being read or answered
+(`Idle`); the shadow comparison is made on the event loop in the gaps between requests when it is small
+work, and in its own worker thread, under the same condition, when it is not (`shadow.py`).
 """
 
 from __future__ import annotations
@@ -43,25 +43,31 @@ class Answered:
 
 
 QUIET_SECONDS = 0.002
-"""How long no call must have been answered before a worker starts a piece of work: kube-scheduler sends
-prioritize right after filter's answer, and work started in between would hold the interpreter lock when
-it arrives (a waiting thread gets it only after the switch interval, 5 ms)."""
+"""How long no request must have been answered before a worker thread starts a piece of work: kube-scheduler
+sends prioritize right after filter's answer, and work started in between would hold the interpreter lock
+when it arrives (a waiting thread gets it only after the switch interval, 5 ms)."""
 
 
 class Idle:
-    """Whether the extender is answering a filter or prioritize call right now, and since when it is not.
+    """Whether the extender is reading or answering a request right now (how many), and since when it is not.
 
-    Changed on the event loop only (`busy`, `done`); worker threads wait on it before each piece of work,
-    so that their CPU time (Python threads share one interpreter lock) falls between calls."""
+    Changed on the event loop only, by the connections (`busy` at a request's first byte, `done` once its
+    answer is sent); the shadow comparisons on the event loop look at it before each slice, and worker
+    threads wait on it before each piece of work, so that their CPU time (Python threads share one
+    interpreter lock) falls between requests."""
 
     def __init__(self) -> None:
         self.active = 0
         self.event = threading.Event()
         self.event.set()
         self.last = 0.0
-        """When the last call was answered (`time.monotonic()`)."""
+        """When the last request was answered (`time.monotonic()`)."""
+        self.gap = 0.0
+        """How long it was from the answer before the latest request to that request's first byte (seconds)."""
 
     def busy(self) -> None:
+        if not self.active:
+            self.gap = time.monotonic() - self.last
         self.active += 1
         self.event.clear()
 

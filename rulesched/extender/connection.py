@@ -7,6 +7,10 @@ for as long as it likes: a few hundred of them exhaust the process's descriptors
 answered. Here a request's headers must arrive within `--body-timeout` of its first byte (or of the
 connection, for the first request); the body then has the same time again (`Extender.body`). A client
 that misses it gets a 408 and its connection is closed.
+
+Each connection also says when it is reading or answering a request (`Idle`, from a request's first byte to
+its answer's last): the work done after the answers (shadow comparisons, recordings) waits for the moments
+when none is.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from typing import Any
 
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from rulesched.extender.answered import Idle
 
 log = logging.getLogger("rulesched")
 
@@ -41,11 +47,14 @@ BODY_ARRIVED = "rulesched.body_arrived"
 the extender reads it without setting a timer (`Extender.body`)."""
 
 
-def connection_protocol(header_timeout: float, allowed_names: frozenset[str] = frozenset()) -> type[asyncio.Protocol]:
+def connection_protocol(
+    header_timeout: float, allowed_names: frozenset[str] = frozenset(), idle: Idle | None = None
+) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol, closing a connection whose request headers take longer than `header_timeout`
     seconds and, when `allowed_names` are given, a TLS connection whose client certificate names none of them
     (before reading a byte: the CA alone vouches only that the certificate is from the cluster). A request's
-    scope says when its whole body has arrived (`BODY_ARRIVED`).
+    scope says when its whole body has arrived (`BODY_ARRIVED`). `idle` is told when a request begins to be read
+    and when its answer has been sent (or the connection is lost first).
 
     The header deadline is one timer per connection, not one per request: each request notes when its
     headers began to be awaited, and the timer, when it fires, closes the connection if those are late, or
@@ -57,6 +66,8 @@ def connection_protocol(header_timeout: float, allowed_names: frozenset[str] = f
         """The connection's header deadline timer, while one is set."""
         awaited_since: float | None = None
         """When the current request's headers began to be awaited (event loop time); None once they arrived."""
+        reading = False
+        """A request is being read or answered (counted in `idle`)."""
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -71,6 +82,18 @@ def connection_protocol(header_timeout: float, allowed_names: frozenset[str] = f
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._expect_headers()
+            if idle is not None and not self.reading:
+                self.reading = True
+                idle.busy()
+
+        def on_response_complete(self) -> None:
+            self._answered()
+            super().on_response_complete()
+
+        def _answered(self) -> None:
+            if self.reading:
+                self.reading = False
+                idle.done()  # type: ignore[union-attr]  # set only with one
 
         def on_headers_complete(self) -> None:
             self.awaited_since = None
@@ -82,6 +105,7 @@ def connection_protocol(header_timeout: float, allowed_names: frozenset[str] = f
                 self.cycle.scope[BODY_ARRIVED] = True  # type: ignore[literal-required]  # a key of our own
 
         def connection_lost(self, exc: Exception | None) -> None:
+            self._answered()
             self.awaited_since = None
             if self.headers_due is not None:
                 self.headers_due.cancel()

@@ -25,7 +25,7 @@ from starlette.responses import Response
 from rulesched.decide.decision import Decision
 from rulesched.decide.verbs import Call, Verb
 from rulesched.extender import wire
-from rulesched.extender.after import Answering, NoCollection
+from rulesched.extender.after import NoCollection
 from rulesched.extender.answered import Answered
 from rulesched.extender.responses import encoded, error_response, json_response
 from rulesched.extender.state import Extender
@@ -50,7 +50,7 @@ async def _decide(extender: Extender, request: Request, verb: Verb) -> Response:
     """A filter or prioritize call: read, evaluated, answered; what follows the answer is handed on."""
     deadline = extender.deadline()
     body = await extender.body(request)
-    with Answering(extender), NoCollection() as resume_after:
+    with NoCollection() as resume_after:
         args = extender.args(body)
         started = time.perf_counter()
         book, now = extender.book(), _now(extender)

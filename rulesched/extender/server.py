@@ -218,6 +218,7 @@ def uvicorn_config(parts: Parts) -> uvicorn.Config:
     """uvicorn's settings: TLS as asked (checked by Settings and `check_tls`), bounded connections, a deadline on
     request headers (`connection_protocol`), no access log."""
     settings = parts.settings
+    idle = parts.app.state.extender.idle  # told when a request is being read or answered
     tls: dict[str, object] = {}
     if settings.tls_cert_file and settings.tls_key_file:
         tls = {"ssl_certfile": str(settings.tls_cert_file), "ssl_keyfile": str(settings.tls_key_file)}
@@ -232,7 +233,7 @@ def uvicorn_config(parts: Parts) -> uvicorn.Config:
         server_header=False,
         timeout_keep_alive=75,
         limit_concurrency=settings.max_connections,
-        http=connection_protocol(settings.body_timeout, frozenset(settings.tls_client_names)),
+        http=connection_protocol(settings.body_timeout, frozenset(settings.tls_client_names), idle),
         **tls,  # type: ignore[arg-type]
     )
 

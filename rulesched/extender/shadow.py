@@ -1,21 +1,34 @@
 """Shadow rules: every answered filter and prioritize call decided again by a second rule book, and compared.
 
 The shadow book has its own store (`--shadow-rules`, loaded, reloaded and kept last-good like `--rules`).
-A call is handed over only after its answer was sent (`Answered`). Where its shadow decision is small
-(the shadow book's caches answer it, or its estimated work is within `--shadow-inline-work`), it is made
-right there, on the event loop, before any other call is read: a burst of back-to-back calls leaves no
-pause to do it later, and a call kube-scheduler sends meanwhile waits for it no longer than for the
-answer's own bookkeeping. Any other call waits in a bounded queue for the shadow thread, which works only
-while no call is being answered (`Idle`): when `--shadow-queue` calls are waiting, the next comparison is
-dropped and counted, never queued without limit. Either way the request deadline is the live call's; a
-comparison cut short by it is dropped too.
+A call is handed over once its answer was sent (`Answered`), to a bounded queue (`--shadow-queue`: when it
+is full, the call's comparison is dropped and counted, never queued without limit).
+
+The event loop works the queue between calls, in slices: a slice is one call's shadow decision, or its
+comparison. A slice starts only while no request is being read or answered (`Idle`, kept by the
+connections: a request counts from its first byte to its answer's last byte), and a timer starts it, not
+the answer: the event loop reads what has arrived on its sockets before it runs a timer, so a call that
+kube-scheduler sent meanwhile is answered first. Right after an answer, a slice starts only where it is
+expected to end before the next call arrives (`Pace`: the slices' recent times against the recent gaps
+after answers of that verb), and after `CALM_SECONDS` without a request, as they come. A burst of
+back-to-back calls leaves gaps (kube-scheduler reads each answer and writes the next call), and the
+comparisons fill those they fit in; the others wait in the queue for the pause after the burst. The queue
+keeps, of each call, what the shadow decision needs and the live decision's outcome (`Live`), not the
+request.
+
+A shadow decision that needs more than `--shadow-inline-work` of estimated work (the shadow book's caches
+cold after a reload, costly rules) is not made on the event loop: it waits for the refresh ahead to warm
+the shadow book (`prepare`, which gives it back to the event loop), or for the shadow thread, which takes it
+after `THREAD_AFTER_SECONDS`, once no call has been answered for a moment (`Idle.wait`): an evaluation in
+a thread holds the interpreter lock against a call that arrives meanwhile for up to 5 ms.
 
 The shadow evaluation sees exactly what the live one saw: the same pod, the same `now`, the same
 namespace, the same node snapshots: the live node contexts themselves, which are immutable (their node,
 metrics sample, pods and `recent` were taken when the live call was decided; a later poll or placement
 makes new contexts and leaves these alone). What the engine derives from them is kept by each book's own
 plan (`prepared(book)`), so the two books never share a cache; the shadow book's plan is used by one thread at
-a time (`Shadow.evaluating`).
+a time (`Shadow.evaluating`). The request deadline is the live call's; a comparison cut short by it is
+dropped, and counted.
 """
 
 from __future__ import annotations
@@ -29,7 +42,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 from rulesched.decide.decision import Decision
@@ -38,32 +51,42 @@ from rulesched.decide.fast.budget import NeedsEvaluationError, within
 from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
-from rulesched.extender.shadow_summary import NODES_SHOWN, Comparison, Summary, compare
+from rulesched.extender.shadow_pace import CALM_SECONDS, Pace
+from rulesched.extender.shadow_summary import Live, Summary, compare, live_side, log_difference
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
 
 log = logging.getLogger("rulesched.decision")
 
-HOLD_SECONDS = 0.001
-"""How long the comparisons held wait for a moment without another answer before they are made (once no
-call is being answered): long enough for kube-scheduler to read the answer."""
-HOLD_FILTER_SECONDS = 0.05
-"""The same after a filter call: kube-scheduler sends prioritize as soon as its own plugins have scored, well
-within this on a busy machine; a filter call without one (no node, or one node, passed) waits this long."""
-HELD = 2
-"""Comparisons held at most: a filter call's and its prioritize call's."""
-
-
+BUSY_SECONDS = 0.0005
+"""How soon a slice is tried again when a request was being read or answered, or the shadow thread was
+evaluating: a poll while there is work queued, and only then."""
+WARM_NODES = 8
+"""Nodes given their memos for the shadow book in one slice, when a call's shadow decision is too large for the
+event loop (its caches cold: a reload, new nodes): about 40 µs a node."""
 THREAD_AFTER_SECONDS = 0.1
-"""How long a queued call is left to the event loop, which compares it after an answer once it has become
-small work (the refresh ahead warms the shadow book within tens of milliseconds of a poll or a reload),
-before the shadow thread may take it in a pause: an evaluation under way in that thread holds the
-interpreter lock against the calls that arrive meanwhile (5 ms each, the switch interval)."""
+"""How long a shadow decision too large for the event loop waits for the refresh ahead to warm the shadow
+book (within tens of milliseconds of a poll or a reload: it is then small work again) before the shadow
+thread may take it in a pause."""
+
+
+@dataclass(slots=True)
+class Queued:
+    """An answered call waiting for its comparison (what the live decision saw, as the shadow book's `Call`, and
+    what it decided), and its shadow decision once made."""
+
+    call: Call
+    live: Live
+    decision: Decision | None = None
+    warmed: int = 0
+    """How many of its nodes were given their memos for the shadow book in earlier slices."""
+    large_since: float = 0.0
+    """When it was found too large for the event loop (`time.monotonic()`; 0: not found so)."""
 
 
 class Shadow:
-    """The shadow book's store, its bounded queue and worker, and the summary of what it would change."""
+    """The shadow book's store, its bounded queue, worked between calls, and the summary of what it would change."""
 
     def __init__(
         self, store: RuleStore, idle: Idle, metrics: Metrics, *, capacity: int, deadline: float, inline_work: float
@@ -74,23 +97,26 @@ class Shadow:
         self.capacity = capacity
         self.deadline = deadline
         self.inline_work = inline_work
-        """Estimated microseconds of shadow evaluation made right after an answer (`--shadow-inline-work`)."""
+        """Estimated microseconds of one shadow decision made on the event loop (`--shadow-inline-work`)."""
         self.evaluating = threading.Lock()
         """Held while the shadow book's plan evaluates: its caches are not shared between threads."""
         self.made: Counter[str] = Counter()
-        """Comparisons made right after the answer (`afterAnswer`) and in the shadow thread (`thread`)."""
+        """Comparisons made on the event loop between calls (`betweenCalls`) and in the shadow thread (`thread`)."""
         self.summary = Summary(store.book)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rulesched-shadow")
         self.stopping = threading.Event()
-        self.queue: deque[tuple[float, Answered]] = deque()
-        """Answered calls waiting for their comparison, with when they were queued, oldest first (at most
-        `capacity`)."""
-        self.held: list[Answered] = []
-        """The last calls answered, oldest first, while their comparison waits for a moment without answers
-        (at most `HELD`; changed on the event loop only)."""
-        self.holding = 0
-        """Counts the calls held: a release armed for an earlier one is void."""
+        self.queue: deque[Queued] = deque()
+        """Calls the event loop compares between calls, oldest first (changed on the event loop only)."""
+        self.large: deque[Queued] = deque()
+        """Calls whose shadow decision was too large for the event loop, oldest first: for the shadow thread, or
+        for the event loop again once the shadow book is warm (`prepare`). With `queue`, at most `capacity`."""
+        self.cold: deque[NodeContext] = deque()
+        """Nodes to give their memos for the shadow book between calls (`prepare`; at most `capacity`)."""
+        self.timer: asyncio.TimerHandle | None = None
+        """The next slice's timer, while one is set."""
+        self.pace = Pace()
         self._lock = threading.Lock()
+        """Guards `large` (the event loop and the shadow thread both take from it) and `made`."""
         store.listeners.append(self._reloaded)
         metrics.shadow_generation.set_function(lambda: store.book.generation if store.book else 0)
         metrics.shadow_queue.set_function(lambda: float(self.waiting()))
@@ -101,161 +127,197 @@ class Shadow:
             self.summary.reset(book)
 
     def submit(self, answered: Answered) -> None:
-        """Take an answered call (on the event loop, once its answer is sent). Its comparison is held until a
-        moment passes without another answer (`HOLD_SECONDS`; a filter call's `HOLD_FILTER_SECONDS`): made at
-        once, it would take the CPU while kube-scheduler reads the answer (the two share the machine's
-        cores), or sends the prioritize call that follows a filter call. Calls that come without such a
-        moment (a burst) have the oldest held comparison made after each answer: `HELD` are held at most."""
-        self.held.append(answered)
-        while len(self.held) > HELD:
-            self._hand(self.held.pop(0))
+        """Take an answered call (once its answer is sent): queued, and compared in the gaps between calls
+        (`_slice`); dropped and counted when `capacity` calls wait. Outside an event loop (an in-process
+        caller), compared at once."""
+        self.pace.answered(answered.verb, self.idle.gap)
+        if self.waiting() >= self.capacity or self.stopping.is_set() or answered.decision.deadline_exceeded:
+            self._dropped(answered.verb)  # a call cut short says nothing about the rules
+            return
+        self.queue.append(Queued(_call(answered), live_side(answered.verb, answered.decision)))
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:  # not on the event loop (an in-process caller): nothing to wait for
-            self._release(self.holding)
+        except RuntimeError:  # not on an event loop: nothing to wait for
+            while self.queue and self._slice():
+                pass
             return
-        self.holding += 1
-        hold = HOLD_FILTER_SECONDS if answered.verb == "filter" else HOLD_SECONDS
-        loop.call_later(hold, self._release, self.holding)
+        self._arm(loop, 0.0)
 
-    def _release(self, holding: int) -> None:
-        """No call was answered for a moment since the last one held: compare those held, once no call is
-        being answered."""
-        if holding != self.holding:
-            return  # another call was answered since: its own release is armed
-        if self.idle.active:
-            asyncio.get_running_loop().call_later(HOLD_SECONDS, self._release, holding)
+    def _arm(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
+        if self.timer is None:
+            # A timer, not `call_soon`: the event loop reads its sockets before it runs the timers due, and
+            # the connections mark a request arrived meanwhile as being read (`Idle.busy`).
+            self.timer = loop.call_later(delay, self._step)
+
+    def _step(self) -> None:
+        """One slice, unless a request is being read or answered; then the next, from a timer again."""
+        self.timer = None
+        if not (self.queue or self.cold) or self.stopping.is_set():
             return
-        held, self.held = self.held, []
-        for call in held:
-            self._hand(call)
+        loop = asyncio.get_running_loop()
+        idle, pace = self.idle, self.pace
+        if idle.active:
+            self._arm(loop, BUSY_SECONDS)
+            return
+        kind = self._next_kind()
+        since = time.monotonic() - idle.last
+        if since < CALM_SECONDS and not pace.fits(kind, since):
+            self._arm(loop, CALM_SECONDS - since)
+            return
+        started = time.perf_counter()
+        if not (self._slice() if self.queue else self._warm_cold()):
+            self._arm(loop, BUSY_SECONDS)
+            return
+        pace.took(kind, time.perf_counter() - started)
+        if self.queue or self.cold:
+            self._arm(loop, 0.0)
 
-    def _hand(self, answered: Answered) -> None:
-        """Compare the call now when that is small work, else queue it for the shadow thread (or drop it,
-        counted, when the queue is full); then the oldest call queued, when that has become small work
-        (the shadow book's caches warmed meanwhile: by the shadow thread, by the refresh ahead)."""
-        if not self._now(answered):
-            self._queue(answered)
-        if self.queue:
-            self._now(None)
+    def _next_kind(self) -> str:
+        """What the next slice does, as `Pace` tells slices apart."""
+        if not self.queue:
+            return "warm"
+        head = self.queue[0]
+        return f"{'compare' if head.decision is not None else 'decide'} {head.live.verb}"
 
-    def _queue(self, answered: Answered) -> None:
+    def _slice(self) -> bool:
+        """The oldest queued call's next piece of work: its shadow decision, within `--shadow-inline-work`, or,
+        once made, its comparison. A decision larger than that is made smaller first, `WARM_NODES` of the
+        call's nodes given their memos for the shadow book a slice (what a cold cache costs); one still larger
+        once they all have them goes to `large`. False: nothing done (the shadow thread is evaluating)."""
+        if not self.evaluating.acquire(blocking=False):
+            return False
+        try:
+            queued = self.queue[0]
+            if queued.decision is not None:
+                self.queue.popleft()
+                self._count(queued, "betweenCalls")
+                return True
+            try:
+                with within(self.inline_work):
+                    self._decide(queued)
+            except NeedsEvaluationError:
+                self._warm(queued)
+            except Exception:  # the answer is out; a comparison never fails the step after it
+                self._failed(self.queue.popleft())
+            return True
+        finally:
+            self.evaluating.release()
+
+    def _decide(self, queued: Queued) -> None:
+        """Make the call's shadow decision; a call that says nothing of the rules (no shadow book, the shadow
+        decision cut short by its deadline) is dropped instead."""
+        book = self.store.book
+        if book is not None:
+            queued.decision = self._evaluate(book, queued.call)
+        if book is None or queued.decision is None or queued.decision.deadline_exceeded:
+            self.queue.popleft()
+            self._dropped(queued.live.verb)
+
+    def _warm(self, queued: Queued) -> None:
+        """The next `WARM_NODES` of a large call's nodes given their memos for the shadow book; once all have
+        them, the call goes to `large`."""
+        contexts, book = queued.call.nodes, self.store.book
+        if book is None or queued.warmed >= len(contexts):
+            self._enlarge(self.queue.popleft())
+            return
+        warm(prepared(book), contexts[queued.warmed : queued.warmed + WARM_NODES])
+        queued.warmed += WARM_NODES
+
+    def _warm_cold(self) -> bool:
+        """The next `WARM_NODES` nodes `prepare` kept given their memos for the shadow book. False: nothing done
+        (the shadow thread is evaluating)."""
+        book = self.store.book
+        if book is None:
+            self.cold.clear()
+            return True
+        if not self.evaluating.acquire(blocking=False):
+            return False
+        try:
+            warm(prepared(book), [self.cold.popleft() for _ in range(min(WARM_NODES, len(self.cold)))])
+        finally:
+            self.evaluating.release()
+        return True
+
+    def _enlarge(self, queued: Queued) -> None:
+        queued.large_since = time.monotonic()
         with self._lock:
-            full = len(self.queue) >= self.capacity or self.stopping.is_set()
-            if not full:
-                self.queue.append((time.monotonic(), answered))
-        if full:
-            self._dropped(answered.verb)
-            return
+            self.large.append(queued)
         with contextlib.suppress(RuntimeError):  # stopped meanwhile: shutting down, and `stop` drops what is queued
             self.executor.submit(self._run)
+
+    def _failed(self, queued: Queued) -> None:
+        log.exception("shadow evaluation of a %s call failed", queued.live.verb)
+        self._dropped(queued.live.verb)
 
     def _dropped(self, verb: str) -> None:
         self.summary.dropped(verb)
         self.metrics.shadow_decision(verb, "dropped", {})
 
-    def _now(self, answered: Answered | None) -> bool:
-        """Compare right after the answer, on the event loop, when the shadow thread is not evaluating and the
-        shadow decision is within `--shadow-inline-work`: `answered`, or (None) the oldest call queued, which
-        stays first in the queue when it is not small work either. False: not compared (nothing counted)."""
-        if self.stopping.is_set() or not self.evaluating.acquire(blocking=False):
-            return False
-        try:
-            queued = None
-            if answered is None:
-                with self._lock:
-                    if not self.queue:
-                        return False
-                    queued = self.queue.popleft()
-                answered = queued[1]
-            try:
-                self._compare(answered, within(self.inline_work), "afterAnswer")
-            except NeedsEvaluationError:
-                if queued is not None:
-                    with self._lock:
-                        self.queue.appendleft(queued)
-                return False
-            except Exception:  # the answer is out; a comparison never fails the step after it
-                log.exception("shadow evaluation of a %s call failed", answered.verb)
-                self._dropped(answered.verb)
-            return True
-        finally:
-            self.evaluating.release()
-
     def _run(self) -> None:
-        """In the shadow thread: the oldest call queued compared, once it has waited `THREAD_AFTER_SECONDS` and
-        no call has been answered for `QUIET_SECONDS` (none when the event loop compared them all)."""
+        """In the shadow thread: the oldest large call decided and compared, once it has waited
+        `THREAD_AFTER_SECONDS` and no call has been answered for a moment (none when the event loop took
+        them all back)."""
         while True:
             if not self.idle.wait(self.stopping):
                 return  # stopping: `stop` drops what is queued
             with self._lock:
-                if not self.queue:
+                if not self.large:
                     return
-                young = self.queue[0][0] + THREAD_AFTER_SECONDS - time.monotonic()
+                young = self.large[0].large_since + THREAD_AFTER_SECONDS - time.monotonic()
             if young <= 0:
                 break
             if self.stopping.wait(young):
                 return
         with self.evaluating:
             with self._lock:
-                if not self.queue:
+                if not self.large:
                     return
-                answered = self.queue.popleft()[1]
+                queued = self.large.popleft()
+            book = self.store.book
             try:
-                self._compare(answered, contextlib.nullcontext(), "thread")
+                if book is not None:
+                    queued.decision = self._evaluate(book, queued.call)
+                if book is None or queued.decision is None or queued.decision.deadline_exceeded:
+                    self._dropped(queued.live.verb)
+                    return
+                self._count(queued, "thread")
             except Exception:  # a comparison never takes the worker down; the live answer was sent long ago
-                log.exception("shadow evaluation of a %s call failed", answered.verb)
-                self._dropped(answered.verb)
+                self._failed(queued)
 
-    def _compare(self, answered: Answered, budget: AbstractContextManager[None], where: str) -> None:
-        """Decide the call with the shadow book (within `budget`: it may raise `NeedsEvaluationError` before
-        anything is counted) and count the comparison, and `where` it was made."""
-        book = self.store.book
-        live = answered.decision
-        if book is None or live.deadline_exceeded:  # a call cut short says nothing about the rules
-            self._dropped(answered.verb)
-            return
-        with budget:
-            shadow = self._evaluate(book, answered.verb, answered, answered.contexts)
-        if shadow.deadline_exceeded:
-            self._dropped(answered.verb)
-            return
-        comparison = compare(answered.verb, answered.pod, live, shadow)
+    def _count(self, queued: Queued, where: str) -> None:
+        """Compare the call's live and shadow decisions and count the comparison, and `where` it was made."""
+        call, live, shadow = queued.call, queued.live, queued.decision
+        assert shadow is not None
+        comparison = compare(call.pod, call.nodes, live, shadow)
         self.summary.add(comparison)
         with self._lock:
             self.made[where] += 1
-        failures = shadow.failures() if answered.verb == "filter" else {}
-        self.metrics.shadow_decision(answered.verb, "differs" if comparison.differs else "same", failures)
+        failures = shadow.failures() if live.verb == "filter" else {}
+        self.metrics.shadow_decision(live.verb, "differs" if comparison.differs else "same", failures)
         if comparison.differs:
-            _log(comparison, live.generation, book.generation)
+            log_difference(comparison, live.generation, shadow.generation)
 
-    def _evaluate(self, book: RuleBook, verb: str, answered: Answered, contexts: Sequence[NodeContext]) -> Decision:
-        """The shadow decision of the call, in this thread, on the live call's node contexts."""
-        deadline = time.monotonic() + self.deadline
-        call = Call(
-            answered.pod, contexts, Verb.named(verb), answered.now, deadline, answered.namespace,
-            estimate=answered.estimate,
-        )  # fmt: skip
-        return evaluate(prepared(book), call)
+    def _evaluate(self, book: RuleBook, call: Call) -> Decision:
+        """The shadow decision of the call, in this thread, cut short at the request deadline from now."""
+        return evaluate(prepared(book), call._replace(deadline=time.monotonic() + self.deadline))
 
     def prepare(self, nodes: Sequence[NodeContext]) -> None:
-        """Give the nodes their memos for the shadow book, as the refresh ahead does for the live one (on the
-        event loop, after a metrics poll or a reload), unless the shadow thread is evaluating: the comparisons
-        of the calls that follow are then small work, made right after their answers."""
-        book = self.store.book
-        if book is None or not self.evaluating.acquire(blocking=False):
+        """Give the nodes their memos for the shadow book, as the refresh ahead does for the live one (after a
+        metrics poll or a reload): kept to be done between calls, `WARM_NODES` a slice, when no comparison is
+        waiting (up to `--shadow-queue` nodes kept; the calls that find others cold warm them themselves)."""
+        if self.store.book is None:
             return
-        try:
-            warm(prepared(book), nodes)
-        finally:
-            self.evaluating.release()
+        room = self.capacity - len(self.cold)
+        self.cold.extend(nodes[:room])
+        with contextlib.suppress(RuntimeError):  # not on an event loop: the next call arms it
+            self._arm(asyncio.get_running_loop(), 0.0)
 
     async def explain(self, answered: Answered) -> Decision:
         """The shadow book's whole decision of a call (`POST /explain?book=shadow`), in the shadow thread."""
         book = self.store.book
         if book is None:
             raise LookupError("the shadow rules have not loaded")
-        work = functools.partial(self._evaluate, book, "explain", answered, answered.contexts)
+        work = functools.partial(self._evaluate, book, _call(answered)._replace(verb=Verb.EXPLAIN))
         return await asyncio.get_running_loop().run_in_executor(self.executor, self._holding, work)
 
     def _holding(self, work: Callable[[], Decision]) -> Decision:
@@ -265,45 +327,41 @@ class Shadow:
     def status(self) -> dict[str, Any]:
         """What GET /shadow shows: the summary, the directory, the queue and the last rejected reload."""
         rejected = self.store.last_rejected
+        with self._lock:
+            made = {"betweenCalls": self.made["betweenCalls"], "thread": self.made["thread"]}
         return {
             "directory": [str(p) for p in self.store.paths],
             **self.summary.as_dict(),
             "queue": {"waiting": self.waiting(), "capacity": self.capacity},
-            "made": {"afterAnswer": self.made["afterAnswer"], "thread": self.made["thread"]},
+            "made": made,
             "lastRejected": None
             if rejected is None
             else {"at": rejected.at.isoformat(), "errors": [e.as_dict() for e in rejected.errors]},
         }
 
     def waiting(self) -> int:
-        """Calls not compared yet: those queued, and the filter call held."""
-        return len(self.queue) + len(self.held)
+        """Calls not compared yet."""
+        return len(self.queue) + len(self.large)
 
     def stop(self) -> None:
-        """Drop what is held and queued and let the worker end (a comparison under way finishes)."""
+        """Drop what is queued and let the worker end (a comparison under way finishes)."""
         self.stopping.set()
-        held, self.held = self.held, []
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         with self._lock:
-            dropped = [answered for _, answered in self.queue] + held
+            dropped = [*self.queue, *self.large]
             self.queue.clear()
-        for answered in dropped:
-            self._dropped(answered.verb)
+            self.large.clear()
+        for queued in dropped:
+            self._dropped(queued.live.verb)
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _log(comparison: Comparison, live: int, shadow: int) -> None:
-    """One decision-log line per differing call: the pod, the differing nodes, the top node under each."""
-    if not log.isEnabledFor(logging.INFO):
-        return
-    pod = comparison.pod
-    fields: dict[str, Any] = {
-        "pod": pod,
-        "verb": comparison.verb,
-        "shadow": True,
-        "nodesDiffering": len(comparison.nodes),
-        "nodes": comparison.nodes[:NODES_SHOWN],
-        "live": {"generation": live, "passed": comparison.live_passed, "top": comparison.live_top},
-        "shadowBook": {"generation": shadow, "passed": comparison.shadow_passed, "top": comparison.shadow_top},
-    }
-    message = "shadow %s %s/%s differs on %d nodes"
-    log.info(message, comparison.verb, pod["namespace"], pod["name"], len(comparison.nodes), extra=fields)
+def _call(answered: Answered) -> Call:
+    """The shadow book's call of an answered one: what the live decision saw (the same pod, `now`, namespace,
+    estimate and node contexts; distinct, as the live call checked)."""
+    return Call(
+        answered.pod, answered.contexts, Verb.named(answered.verb), answered.now, None, answered.namespace, True,
+        None, answered.estimate,
+    )  # fmt: skip

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import logging
 import operator
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from rulesched.decide.decision import Decision
 from rulesched.rules.book import RuleBook
+from rulesched.rules.context import NodeContext
 from rulesched.rules.pod_values import pod_identity
 
 EXAMPLES = 10
@@ -33,6 +35,7 @@ NODES_SHOWN = 10
 
 
 _PASSED = operator.attrgetter("passed")
+log = logging.getLogger("rulesched.decision")
 
 
 def top_node(decision: Decision) -> str | None:
@@ -52,8 +55,10 @@ class Comparison:
 
     verb: str
     pod: dict[str, str]
+    differing: int
+    """How many nodes' outcome differs (filter: pass or fail; prioritize: final score)."""
     nodes: list[str]
-    """The nodes whose outcome differs (filter: pass or fail; prioritize: final score), sorted."""
+    """The first `NODES_SHOWN` of them, in candidate order."""
     live_passed: int
     shadow_passed: int
     live_top: str | None
@@ -63,7 +68,7 @@ class Comparison:
 
     @property
     def differs(self) -> bool:
-        return bool(self.nodes)
+        return self.differing > 0
 
     @property
     def unschedulable(self) -> bool:
@@ -78,43 +83,59 @@ class Comparison:
         return {
             "verb": self.verb,
             "pod": self.pod,
-            "nodesDiffering": len(self.nodes),
-            "nodes": self.nodes[:NODES_SHOWN],
+            "nodesDiffering": self.differing,
+            "nodes": self.nodes,
             "live": {"passed": self.live_passed, "top": self.live_top},
             "shadow": {"passed": self.shadow_passed, "top": self.shadow_top},
         }
 
 
-def compare(verb: str, pod: Mapping[str, Any], live: Decision, shadow: Decision) -> Comparison:
-    """Compare the live and the shadow decision of one call over the same candidates."""
+class Live(NamedTuple):
+    """What the comparison needs of a live decision (`live_side`), kept instead of the Decision while the call
+    waits for its shadow decision: a few bytes a candidate, where the Decision holds the request's names."""
+
+    verb: str
+    passed: bytes
+    """Each candidate passed (1) or not (0), in candidate order."""
+    scores: list[int] | None
+    """Prioritize: each candidate's final score."""
+    top: str | None
+    rejections: Counter[str]
+    generation: int
+
+
+def live_side(verb: str, decision: Decision) -> Live:
+    """The live decision of a `verb` call, as `compare` compares it."""
+    passed = bytes(map(_PASSED, decision.verdicts))
     if verb == "filter":
-        nodes = _differing(live, shadow, bytes(map(_PASSED, live.verdicts)), bytes(map(_PASSED, shadow.verdicts)))
-        tops: tuple[str | None, str | None] = (None, None)
-    else:
-        nodes = _differing(live, shadow, live.scores(), shadow.scores())
-        tops = (top_node(live), top_node(shadow))
+        return Live(verb, passed, None, None, rejections(decision), decision.generation)
+    return Live(verb, passed, decision.scores(), top_node(decision), Counter(), decision.generation)
+
+
+def compare(pod: Mapping[str, Any], nodes: Sequence[NodeContext], live: Live, shadow: Decision) -> Comparison:
+    """Compare the live and the shadow decision of one call over the same candidates `nodes`, in one order. C-level
+    passes only: every call of a burst is compared, between calls."""
+    theirs = bytes(map(_PASSED, shadow.verdicts))
+    passed = (live.passed.count(1), theirs.count(1))
+    if live.verb == "filter":
+        differing, names = _differing(nodes, live.passed, theirs)
+        return Comparison(
+            live.verb, pod_identity(pod), differing, names, *passed, None, None, live.rejections, rejections(shadow)
+        )  # fmt: skip
+    assert live.scores is not None
+    differing, names = _differing(nodes, live.scores, shadow.scores())
     return Comparison(
-        verb,
-        pod_identity(pod),
-        nodes,
-        len(live.passed),
-        len(shadow.passed),
-        *tops,
-        live_rejections=rejections(live) if verb == "filter" else Counter(),
-        shadow_rejections=rejections(shadow) if verb == "filter" else Counter(),
-    )
+        live.verb, pod_identity(pod), differing, names, *passed, live.top, top_node(shadow) if differing else live.top
+    )  # fmt: skip
 
 
-def _differing(live: Decision, shadow: Decision, ours: Sequence[object], theirs: Sequence[object]) -> list[str]:
-    """The candidates whose outcome (`ours`, `theirs`: pass or fail, or final score, in candidate order)
-    differs, sorted; compared by position (the right after an answer makes every call pay this: no verdict
-    is named, as `Decision.nodes` would), by name when the two decisions' candidates are not in one order."""
-    if live.names == shadow.names:
-        if ours == theirs:
-            return []
-        return sorted(itertools.compress(live.names, map(operator.ne, ours, theirs)))
-    mine, other = dict(zip(live.names, ours, strict=True)), dict(zip(shadow.names, theirs, strict=True))
-    return sorted(name for name, value in mine.items() if name in other and other[name] != value)
+def _differing(nodes: Sequence[NodeContext], ours: Sequence[object], theirs: Sequence[object]) -> tuple[int, list[str]]:
+    """How many of `nodes` have another outcome (`ours`, `theirs`: pass or fail, or final score, in their
+    order), and the names of the first `NODES_SHOWN` of them."""
+    if ours == theirs:
+        return 0, []
+    flags = list(map(operator.ne, ours, theirs))
+    return flags.count(True), [node.name for node in itertools.islice(itertools.compress(nodes, flags), NODES_SHOWN)]
 
 
 def _pod_name(pod: Mapping[str, str]) -> str:
@@ -206,3 +227,21 @@ class Summary:
                 "rejections": {"live": dict(self.live_rejections), "shadow": dict(self.shadow_rejections)},
                 "examples": list(self.examples),
             }
+
+
+def log_difference(comparison: Comparison, live: int, shadow: int) -> None:
+    """One decision-log line per differing call: the pod, the differing nodes, the top node under each."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    pod = comparison.pod
+    fields: dict[str, Any] = {
+        "pod": pod,
+        "verb": comparison.verb,
+        "shadow": True,
+        "nodesDiffering": comparison.differing,
+        "nodes": comparison.nodes,
+        "live": {"generation": live, "passed": comparison.live_passed, "top": comparison.live_top},
+        "shadowBook": {"generation": shadow, "passed": comparison.shadow_passed, "top": comparison.shadow_top},
+    }
+    message = "shadow %s %s/%s differs on %d nodes"
+    log.info(message, comparison.verb, pod["namespace"], pod["name"], comparison.differing, extra=fields)

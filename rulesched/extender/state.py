@@ -73,7 +73,8 @@ class Extender:
         self.evaluating = 0
         """Calls handed to the evaluation thread and not yet answered (changed on the event loop only)."""
         self.idle = Idle()
-        """Whether a filter or prioritize call is being answered: the shadow and recording threads wait for it."""
+        """Whether a request is being read or answered (told by the connections): the shadow comparisons and the
+        recording wait for the moments when none is."""
         self.shadow: Shadow | None = None
         self.recorder: Recorder | None = None
         self.requeue: AfterFilter | None = None

@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from rulesched.decide import reference
 from rulesched.decide.decision import Decision, NodeDecision, RuleError
-from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.fast import evaluate, prepared, warm
 from rulesched.decide.fast.budget import NeedsEvaluationError, within
 from rulesched.decide.fast.outcomes import Kind, Made, PositionedError
 from rulesched.decide.fast.tables import Verdicts
@@ -158,3 +158,32 @@ def test_an_encoded_answer_has_the_headers_starlette_would_give_it(body: bytes, 
     plain = Response(body, status_code=status, media_type="application/json")
     assert (answer.status_code, answer.body, answer.raw_headers) == (plain.status_code, plain.body, plain.raw_headers)
     assert answer.background is None
+
+
+ZONE_SPEC = """
+filters:
+- name: same-zone
+  expression: "node.metadata.labels['zone'] == pod.metadata.labels['zone']"
+scores:
+- name: flat
+  expression: "1.0"
+"""
+"""A per-pod filter: the nodes it groups (by their projections, one per node) are three zones."""
+
+
+def test_warm_makes_ready_what_the_first_new_pod_needs_of_the_nodes(tmp_path: Path) -> None:
+    """`warm` (the refresh ahead after a poll or a reload; the shadow book's slices) gives the nodes their memos
+    and their projections for the per-pod rules: the first pod after it runs its rules within a budget that
+    making 200 projections (2000 µs estimated) would go past."""
+    nodes = [make_context(make_node(f"node-{i}", labels={"zone": "abc"[i % 3]})) for i in range(200)]
+    pod = make_pod("first", labels={"zone": "b"})
+    warmed = load_spec(tmp_path / "warmed", make_engine("cpp"), ZONE_SPEC)
+    warm(prepared(warmed), nodes)
+    with within(1000):
+        found = evaluate(prepared(warmed), Call(pod, nodes, Verb.FILTER, NOW))
+    assert found == reference.evaluate(warmed, Call(pod, nodes, Verb.FILTER, NOW))
+    assert len(found.passed) == 67
+    cold = load_spec(tmp_path / "cold", make_engine("cpp"), ZONE_SPEC)
+    evaluate(prepared(cold), Call(make_pod("scored"), nodes, Verb.PRIORITIZE, NOW))  # memos, no projection
+    with within(1000), pytest.raises(NeedsEvaluationError):
+        evaluate(prepared(cold), Call(pod, nodes, Verb.FILTER, NOW))

@@ -110,7 +110,7 @@ def test_shadow_summary_counts_the_known_differences(shadowed: RunningServer) ->
         "live": {"xy-least-cpu/require-xy-label": 4},
         "shadow": {"xy-least-cpu/require-xy-label": 4, "xy-least-cpu/drain-node1": 4, "xy-least-cpu/no-batch": 3},
     }
-    assert summary["queue"] == {"waiting": 0, "capacity": 256}
+    assert summary["queue"] == {"waiting": 0, "capacity": 2048}
     assert summary["lastRejected"] is None
     first_filter, first_prioritize = summary["examples"][0], summary["examples"][1]
     assert first_filter == {

@@ -105,14 +105,16 @@ def assert_every_call_compared(summary: dict[str, Any], metrics: str) -> None:
 
 
 def test_a_back_to_back_burst_is_compared_call_for_call(tmp_path: Path) -> None:
-    """No pause between calls, and a queue of 8: before, the shadow thread waited for a pause that never
-    came and dropped all but the queue's worth; now each comparison is made right after its answer."""
-    with running(settings(tmp_path)) as server, httpx.Client(base_url=server.url) as client:
+    """No pause between calls: before, the shadow thread waited for a pause that never came and dropped all
+    but the queue's worth; now the comparisons are made on the event loop, in the gaps between the calls and
+    the pause after them, and the queue (its default, 2048 calls) holds the burst meanwhile."""
+    options = settings(tmp_path, shadow_queue=Settings().shadow_queue)
+    with running(options) as server, httpx.Client(base_url=server.url) as client:
         sent = burst(server)
         summary = summary_after(client, sent)
         assert_every_call_compared(summary, client.get("/metrics").text)
-    assert summary["made"]["afterAnswer"] == sent
-    assert summary["queue"] == {"waiting": 0, "capacity": QUEUE}
+    assert summary["made"]["betweenCalls"] == sent
+    assert summary["queue"] == {"waiting": 0, "capacity": 2048}
 
 
 def test_a_burst_at_kube_schedulers_rate_drops_nothing(tmp_path: Path) -> None:
@@ -135,7 +137,7 @@ def test_true_overload_drops_comparisons_and_says_how_many_were_made(tmp_path: P
     counts = summary["comparisons"]
     assert counts["filter"]["same"] == counts["prioritize"]["same"] == 0  # each comparison made found the difference
     made = summary["made"]
-    assert made["afterAnswer"] + made["thread"] == compared  # a prioritize call's scores may be in the caches
+    assert made["betweenCalls"] + made["thread"] == compared  # a prioritize call's scores may be in the caches
     assert made["thread"] > 0
     filtered = counts["filter"]["differs"]
     assert summary["headline"][0] == f"{filtered} of {filtered} filter calls compared pass other nodes"

@@ -24,7 +24,7 @@ from rulesched.decide.fast.caches import APPLYING_KEPT
 from rulesched.decide.fast.collect import collect, error_kinds
 from rulesched.decide.fast.filters import filter_outcomes, firsts, for_node, verdict_of
 from rulesched.decide.fast.groups import FEW_GROUPS, Candidates, Grouped, Results, full_bindings, groups_of
-from rulesched.decide.fast.keys import PodRequest
+from rulesched.decide.fast.keys import PodRequest, projection
 from rulesched.decide.fast.memos import NODE_MEMO_KEPT, node_bindings
 from rulesched.decide.fast.node_only import with_memos
 from rulesched.decide.fast.outcomes import (
@@ -324,9 +324,16 @@ class Evaluation:
 
 
 def warm(prepared: Plan, nodes: Sequence[NodeContext]) -> None:
-    """Give the nodes their memos for a rule book (`prepared(book)`), with their node-only results, as the next
-    request would: what a refresh ahead of requests does (after a metrics poll or a rules reload)."""
+    """Give the nodes their memos for a rule book (`prepared(book)`), with their node-only results, and their
+    projections for its per-pod rules (pod-independent: what groups alike nodes), as the next request would:
+    what a refresh ahead of requests does (after a metrics poll or a rules reload)."""
     with_memos(prepared, nodes)
+    caches = prepared.caches
+    for rule in (r for group in (*prepared.filters, *prepared.scores) for r in group if r.per_pod):
+        table = caches.projections.setdefault(rule.position, {})
+        for node in nodes:
+            if node not in table:
+                table[node] = caches.interned(projection(rule, node))
 
 
 _RAW = attrgetter("raw")

@@ -1,0 +1,44 @@
+"""The pace of the shadow comparisons (`Pace`): how long their slices take and how long the gaps between calls
+last, as recently seen, so that a slice starts right after an answer only where it should end before the next
+call (`extender/shadow.py` makes the slices).
+"""
+
+from __future__ import annotations
+
+CALM_SECONDS = 0.002
+"""After an answer, slices are made only where they are expected to end before the next call arrives (`Pace`),
+until this long has passed without a request: then as they come."""
+FIT = 0.8
+"""The share of the gap expected before the next call that a slice may be expected to take."""
+
+
+class Pace:
+    """How long the slices take and the gaps between calls last, as recently seen: a slice is made right after
+    an answer only where it is expected to end before the next call arrives, so that back-to-back calls are
+    not delayed by the comparisons of the calls before them. The gap expected after an answer is the recent
+    gaps after answers of its verb (kube-scheduler scores with its own plugins between filter and prioritize,
+    binds and filters with its own between prioritize and the next filter): it follows a shorter one at once,
+    a longer one slowly. A slice's expected time is the recent times of slices of its kind."""
+
+    def __init__(self) -> None:
+        self.gaps: dict[str, float] = {}
+        self.times: dict[str, float] = {}
+        self.last_verb: str | None = None
+
+    def answered(self, verb: str, gap: float) -> None:
+        """A call of `verb` was answered; `gap`: how long the call before it had been answered when it came."""
+        before = self.last_verb
+        if before is not None:
+            seen = self.gaps.get(before, gap)
+            self.gaps[before] = gap if gap < seen else seen + (gap - seen) / 8
+        self.last_verb = verb
+
+    def fits(self, kind: str, since: float) -> bool:
+        """Whether a slice of `kind` is expected to end before the next call, `since` seconds after the answer."""
+        gap = self.gaps.get(self.last_verb or "", 0.0)
+        return self.times.get(kind, 0.0) <= FIT * gap - since
+
+    def took(self, kind: str, seconds: float) -> None:
+        expected = self.times.get(kind)
+        # A slice the collector or a cold cache made long is not what the next one of its kind will take.
+        self.times[kind] = seconds if expected is None else expected + (min(seconds, 2 * expected) - expected) / 4

@@ -1,0 +1,174 @@
+"""The shadow comparisons take the gaps between calls and never a call's own time: the connections say when a
+request is being read or answered (`Idle`), the comparisons wait for the moments when none is, `Pace` lets one
+start right after an answer only where it should end before the next call, and the queue keeps a call's live
+outcome, not its live Decision (which holds the request's names).
+
+Counts and states only, never durations: every wait is a bounded poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import gc
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call, Verb
+from rulesched.extender.answered import Answered, Idle
+from rulesched.extender.metrics import Metrics
+from rulesched.extender.shadow import Shadow
+from rulesched.extender.shadow_pace import Pace
+from rulesched.rules.cel import make_engine
+from rulesched.rules.loader import load_rule_book
+from rulesched.rules.store import RuleStore
+from tests.builders import make_context, make_node, make_pod, make_usage
+from tests.extender.test_shadow import settings
+from tests.kubeapi import wait_for
+from tests.rulebooks import CLASSIC, LIVE, SHADOW, names_args, pod, rules_dir
+from tests.server import RunningServer, running
+
+
+def _partial_request(server: RunningServer, body: bytes) -> socket.socket:
+    """A connection that has sent a filter request's headers and not its body."""
+    port = int(server.url.rsplit(":", 1)[1])
+    connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+    head = (
+        f"POST /filter HTTP/1.1\r\nhost: rulesched\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+    )
+    connection.sendall(head.encode() + b"\r\n")
+    return connection
+
+
+def _answer(connection: socket.socket) -> bytes:
+    """Read an HTTP answer's head and its content-length body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += connection.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(
+        next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    )
+    while len(body) < length:
+        body += connection.recv(65536)
+    return head
+
+
+def test_a_request_is_being_read_from_its_first_byte_to_the_last_byte_of_its_answer(tmp_path: Path) -> None:
+    """Before, only a filter or prioritize call whose body had arrived counted, and only with a shadow book or a
+    recording: a comparison could start while kube-scheduler's next call was arriving."""
+    with running(settings(tmp_path)) as server:
+        idle: Idle = server.parts.app.state.extender.idle
+        body = orjson.dumps(names_args(pod("web-1"), CLASSIC))
+        connection = _partial_request(server, body)
+        wait_for(lambda: idle.active == 1, what="the request to count from its headers")
+        connection.sendall(body)
+        assert _answer(connection).startswith(b"HTTP/1.1 200")
+        wait_for(lambda: idle.active == 0, what="the answered request to stop counting")
+        lost = _partial_request(server, body)
+        wait_for(lambda: idle.active == 1, what="the second request to count")
+        lost.close()  # the client goes away before its body: the request counts no more
+        wait_for(lambda: idle.active == 0, what="the lost connection to stop counting")
+        connection.close()
+
+
+def test_comparisons_wait_while_a_request_is_being_read(tmp_path: Path) -> None:
+    """Calls answered on one connection while another request is half-read on a second: none of their
+    comparisons is made until that request is answered; then all are, and its own."""
+    options = settings(tmp_path, shadow_rules_dir=rules_dir(tmp_path / "shadow", SHADOW))
+    with running(options) as server, httpx.Client(base_url=server.url) as client:
+        body = orjson.dumps(names_args(pod("slow-1"), CLASSIC))
+        waiting = _partial_request(server, body)
+        idle: Idle = server.parts.app.state.extender.idle
+        wait_for(lambda: idle.active == 1, what="the half-read request")
+        pods = 5
+        for index in range(pods):
+            assert client.post("/filter", json=names_args(pod(f"web-{index}"), CLASSIC)).status_code == 200
+        shadow = server.parts.app.state.extender.shadow
+        assert shadow is not None
+        held_until = time.monotonic() + 0.3
+        while time.monotonic() < held_until:  # bounded: the comparisons stay queued while the request is read
+            assert shadow.waiting() == pods
+            time.sleep(0.02)
+        waiting.sendall(body)
+        assert _answer(waiting).startswith(b"HTTP/1.1 200")
+        waiting.close()
+        wait_for(lambda: shadow.waiting() == 0, what="the comparisons once no request is being read")
+        summary = client.get("/shadow").json()
+    assert summary["compared"] == {"calls": pods + 1, "compared": pods + 1, "dropped": 0}
+    assert summary["made"] == {"betweenCalls": pods + 1, "thread": 0}
+
+
+def test_a_comparison_starts_right_after_an_answer_only_where_it_should_end_before_the_next_call() -> None:
+    pace = Pace()
+    pace.answered("filter", 1.0)  # the first call: what came before it says nothing
+    pace.answered("prioritize", 0.000_500)  # prioritize came 0.5 ms after filter's answer
+    pace.answered("filter", 0.000_200)  # the next filter 0.2 ms after prioritize's: now after a filter answer
+    pace.took("compare filter", 0.000_300)
+    assert pace.fits("compare filter", 0.0)  # 0.3 ms within 80 % of the 0.5 ms before prioritize
+    assert not pace.fits("compare filter", 0.000_150)  # not once 0.15 ms of the gap has gone
+    pace.answered("prioritize", 0.000_500)  # now after a prioritize answer: the next filter within 0.2 ms
+    assert not pace.fits("compare filter", 0.0)
+    assert pace.fits("decide prioritize", 0.0)  # a kind never seen is tried: its time is then known
+
+
+def test_the_gap_expected_follows_a_shorter_one_at_once_and_a_longer_one_slowly() -> None:
+    pace = Pace()
+    pace.answered("prioritize", 1.0)
+    for gap in (0.010, 0.001, 0.010):
+        pace.answered("filter", gap)  # the gap after prioritize's answer
+        pace.answered("prioritize", 0.0)
+    assert pace.gaps["prioritize"] == 0.001 + (0.010 - 0.001) / 8
+
+
+def test_one_long_slice_does_not_make_its_kind_look_long() -> None:
+    """A slice the collector or a cold cache made 50 times as long counts as twice as long, once."""
+    pace = Pace()
+    pace.took("compare prioritize", 0.000_200)
+    pace.took("compare prioritize", 0.010)
+    assert pace.times["compare prioritize"] == 0.000_200 + (0.000_400 - 0.000_200) / 4
+
+
+def test_the_queue_keeps_the_live_outcome_not_the_live_decision(tmp_path: Path) -> None:
+    """A queued call holds its pod, node contexts and the live decision's outcome: the Decision (and the
+    request's names it holds) is freed while the call waits, and the comparison made later is the same."""
+    engine = make_engine("cpp")
+    live_book = load_rule_book([rules_dir(tmp_path / "live", LIVE)], engine)
+    store = RuleStore([rules_dir(tmp_path / "shadow", SHADOW)], make_engine("cpp"))
+    assert store.reload() == "loaded"
+    nodes = [
+        make_context(make_node(name, labels={"filter.xy.com": "true"} if name != "k8s-master" else {}), make_usage(cpu))
+        for name, cpu in (("k8s-master", 0.2), ("k8s-node1", 0.087), ("k8s-node2", 0.067))
+    ]
+    one: dict[str, Any] = make_pod(name="web-1", namespace="default")
+    now = datetime.datetime.now(datetime.UTC)
+    idle = Idle()
+    shadow = Shadow(store, idle, Metrics(), capacity=8, deadline=5.0, inline_work=2000.0)
+
+    async def scenario() -> None:
+        decision = evaluate(prepared(live_book), Call(one, nodes, Verb.FILTER, now))
+        references = sys.getrefcount(decision)
+        idle.busy()  # a request is being read: the call waits in the queue
+        shadow.submit(Answered("filter", False, one, nodes, {}, None, now, live_book, decision))
+        gc.collect()
+        assert shadow.waiting() == 1
+        assert sys.getrefcount(decision) == references  # nothing queued refers to it
+        idle.done()
+        deadline = time.monotonic() + 5
+        while shadow.waiting() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        shadow.stop()
+    summary = shadow.summary.as_dict()
+    assert summary["comparisons"]["filter"] == {"same": 0, "differs": 1, "dropped": 0}
+    assert summary["examples"][0]["nodes"] == ["k8s-node1"]
