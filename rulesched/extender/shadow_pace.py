@@ -8,7 +8,7 @@ from __future__ import annotations
 CALM_SECONDS = 0.002
 """After an answer, slices are made only where they are expected to end before the next call arrives (`Pace`),
 until this long has passed without a request: then as they come."""
-FIT = 0.8
+FIT = 0.5
 """The share of the gap expected before the next call that a slice may be expected to take."""
 
 

@@ -111,9 +111,9 @@ def test_a_comparison_starts_right_after_an_answer_only_where_it_should_end_befo
     pace.answered("filter", 1.0)  # the first call: what came before it says nothing
     pace.answered("prioritize", 0.000_500)  # prioritize came 0.5 ms after filter's answer
     pace.answered("filter", 0.000_200)  # the next filter 0.2 ms after prioritize's: now after a filter answer
-    pace.took("compare filter", 0.000_300)
-    assert pace.fits("compare filter", 0.0)  # 0.3 ms within 80 % of the 0.5 ms before prioritize
-    assert not pace.fits("compare filter", 0.000_150)  # not once 0.15 ms of the gap has gone
+    pace.took("compare filter", 0.000_200)
+    assert pace.fits("compare filter", 0.0)  # 0.2 ms within half (`FIT`) of the 0.5 ms before prioritize
+    assert not pace.fits("compare filter", 0.000_100)  # not once 0.1 ms of the gap has gone
     pace.answered("prioritize", 0.000_500)  # now after a prioritize answer: the next filter within 0.2 ms
     assert not pace.fits("compare filter", 0.0)
     assert pace.fits("decide prioritize", 0.0)  # a kind never seen is tried: its time is then known
