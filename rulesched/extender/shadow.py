@@ -17,10 +17,11 @@ keeps, of each call, what the shadow decision needs and the live decision's outc
 request.
 
 A shadow decision that needs more than `--shadow-inline-work` of estimated work (the shadow book's caches
-cold after a reload, costly rules) is not made on the event loop: it waits for the refresh ahead to warm
-the shadow book (`prepare`, which gives it back to the event loop), or for the shadow thread, which takes it
-after `THREAD_AFTER_SECONDS`, once no call has been answered for a moment (`Idle.wait`): an evaluation in
-a thread holds the interpreter lock against a call that arrives meanwhile for up to 5 ms.
+cold after a reload, costly rules) is made smaller first: the call's nodes are made ready for the shadow
+book, `WARM_NODES` a slice (the refresh ahead hands over the nodes it makes ready for the live book too,
+`prepare`, warmed the same way when nothing else waits). One still larger is left to the shadow thread,
+which takes it once no request has been answered for a moment (`Idle.wait`): an evaluation in a thread
+holds the interpreter lock against a call that arrives meanwhile for up to 5 ms.
 
 The shadow evaluation sees exactly what the live one saw: the same pod, the same `now`, the same
 namespace, the same node snapshots: the live node contexts themselves, which are immutable (their node,
@@ -65,10 +66,6 @@ evaluating: a poll while there is work queued, and only then."""
 WARM_NODES = 8
 """Nodes given their memos for the shadow book in one slice, when a call's shadow decision is too large for the
 event loop (its caches cold: a reload, new nodes): about 40 µs a node."""
-THREAD_AFTER_SECONDS = 0.1
-"""How long a shadow decision too large for the event loop waits for the refresh ahead to warm the shadow
-book (within tens of milliseconds of a poll or a reload: it is then small work again) before the shadow
-thread may take it in a pause."""
 
 
 @dataclass(slots=True)
@@ -81,8 +78,6 @@ class Queued:
     decision: Decision | None = None
     warmed: int = 0
     """How many of its nodes were given their memos for the shadow book in earlier slices."""
-    large_since: float = 0.0
-    """When it was found too large for the event loop (`time.monotonic()`; 0: not found so)."""
 
 
 class Shadow:
@@ -190,7 +185,10 @@ class Shadow:
             queued = self.queue[0]
             if queued.decision is not None:
                 self.queue.popleft()
-                self._count(queued, "betweenCalls")
+                try:
+                    self._count(queued, "betweenCalls")
+                except Exception:  # counted as dropped: a comparison never fails what follows it
+                    self._failed(queued)
                 return True
             try:
                 with within(self.inline_work):
@@ -239,7 +237,6 @@ class Shadow:
         return True
 
     def _enlarge(self, queued: Queued) -> None:
-        queued.large_since = time.monotonic()
         with self._lock:
             self.large.append(queued)
         with contextlib.suppress(RuntimeError):  # stopped meanwhile: shutting down, and `stop` drops what is queued
@@ -254,20 +251,10 @@ class Shadow:
         self.metrics.shadow_decision(verb, "dropped", {})
 
     def _run(self) -> None:
-        """In the shadow thread: the oldest large call decided and compared, once it has waited
-        `THREAD_AFTER_SECONDS` and no call has been answered for a moment (none when the event loop took
-        them all back)."""
-        while True:
-            if not self.idle.wait(self.stopping):
-                return  # stopping: `stop` drops what is queued
-            with self._lock:
-                if not self.large:
-                    return
-                young = self.large[0].large_since + THREAD_AFTER_SECONDS - time.monotonic()
-            if young <= 0:
-                break
-            if self.stopping.wait(young):
-                return
+        """In the shadow thread: the oldest large call decided and compared, once no request has been answered
+        for a moment (`Idle.wait`)."""
+        if not self.idle.wait(self.stopping):
+            return  # stopping: `stop` drops what is queued
         with self.evaluating:
             with self._lock:
                 if not self.large:
