@@ -70,8 +70,10 @@ async def _decide(extender: Extender, request: Request, verb: Verb) -> Response:
             extender.observer.decision, verb, args.pod, decision, len(args.names), seconds, passed=passed
         )
         then = extender.answered(verb, args, (now, book), (contexts, unknown, decision), estimate) if now else None
-        requeue = extender.requeue.after_filter(args.pod, args.names, passed > 0) if extender.requeue else None
-        return resume_after(response, garbage, reserve, observe, then, requeue if verb is Verb.FILTER else None)
+        requeue = None
+        if extender.requeue is not None and verb is Verb.FILTER:  # prioritize's candidates passed already
+            requeue = extender.requeue.after_filter(args.pod, args.names, passed > 0)
+        return resume_after(response, garbage, reserve, observe, then, requeue)
 
 
 def _filtered(args: wire.ExtenderArgs, unknown: Mapping[str, str], decision: Decision) -> tuple[Response, int]:
