@@ -19,8 +19,8 @@ BEFORE_ANY_SAMPLE = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
 
 def sidecar_pod(name: str) -> dict[str, Any]:
     """Effective requests 1.5 cores (an app container of 1, a sidecar of 0.5); its app container's limit: 3."""
-    sidecar = {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}}
-    sidecar["resources"]["limits"] = {"cpu": "1"}
+    resources = {"requests": {"cpu": "500m"}, "limits": {"cpu": "1"}}
+    sidecar = {"name": "proxy", "restartPolicy": "Always", "resources": resources}
     pod = make_pod(name, "shop", {"app": name}, {"cpu": "1"}, init_containers=[sidecar])
     pod["spec"]["containers"][0]["resources"]["limits"] = {"cpu": "3"}
     return pod
