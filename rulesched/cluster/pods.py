@@ -88,8 +88,8 @@ class Placed:
     """What the pod was expected to use when it was placed (`recent.estimates`); None: its requests."""
 
 
-Estimator = Callable[[Mapping[str, Any]], Mapping[str, float]]
-"""A pod's (or a pod view's) `estimate` (`cluster.usage.UsageStore.estimate`)."""
+Estimator = Callable[[Mapping[str, Any], Mapping[str, float] | None], Mapping[str, float]]
+"""A pod's (or a pod view's) `estimate`, given its requests when known (`cluster.usage.UsageStore.estimate`)."""
 
 
 def _now() -> datetime.datetime:
@@ -179,8 +179,9 @@ class PodIndex:
         with self._lock:
             return [p.view for p in self._pods.values()]
 
-    def _estimate(self, pod: Mapping[str, Any]) -> Mapping[str, float] | None:
-        return self.estimator(pod) if self.estimator is not None else None
+    def _estimate(self, pod: Mapping[str, Any], view: Mapping[str, Any]) -> Mapping[str, float] | None:
+        """The estimate of `pod` (whole or its `view`): its requests from the view, not parsed again."""
+        return self.estimator(pod, view.get("requests")) if self.estimator is not None else None
 
     def version_of(self, node: str) -> Hashable:
         """A value that changes whenever `node_pods(node, …)` may answer differently; cheap."""
@@ -246,7 +247,7 @@ class PodIndex:
             else:
                 view = old.view if old is not None else ranked or pod_view(pod)
             whole = isinstance(pod.get("spec"), Mapping)
-            self._pending[key] = placed = Placed(node, view, now, self._estimate(pod if whole else view))
+            self._pending[key] = placed = Placed(node, view, now, self._estimate(pod if whole else view, view))
             self._pending_by_node.setdefault(node, {})[key] = placed
             while len(self._pending) > self.max_pending:
                 self._unpend(next(iter(self._pending)))
@@ -294,7 +295,8 @@ class PodIndex:
             if node and key and len(found) < self.max_pods:
                 old = known.get(key)
                 when = old.placed if old is not None and old.node == node else placed_at(pod, now)
-                found[key] = Placed(node, pod_view(pod), when, self._estimate(pod))
+                view = pod_view(pod)
+                found[key] = Placed(node, view, when, self._estimate(pod, view))
         by_node: dict[str, dict[str, Placed]] = {}
         for key, placed in found.items():
             by_node.setdefault(placed.node, {})[key] = placed
@@ -331,7 +333,7 @@ class PodIndex:
                 self._overflow()
                 return
             when = old.placed if old is not None and old.node == node else placed_at(pod, _now())
-            placed = Placed(node, view, when, self._estimate(pod))
+            placed = Placed(node, view, when, self._estimate(pod, view))
             self._pods[key] = placed
             self._by_node.setdefault(node, {})[key] = placed
             self._push(placed.placed, node)

@@ -110,9 +110,10 @@ class Refresher:
             return
         try:
             with within(extender.settings.loop_work):
-                namespace, estimate = extender.namespace(pod), extender.estimate(pod)
+                book = extender.book()
+                namespace, estimate = extender.namespace(pod), extender.estimate_for(book, pod)
                 call = Call(pod, found, Verb.PRIORITIZE, None, None, namespace, True, names, estimate)
-                evaluate(prepared(extender.book()), call)
+                evaluate(prepared(book), call)
         except NeedsEvaluationError:
             return  # more than a request may do on the loop: the next call computes its own
         if self.metrics is not None:

@@ -58,7 +58,8 @@ async def _decide(extender: Extender, request: Request, verb: Verb) -> Response:
         extender.forget(args.pod)
         contexts, unknown = await extender.candidates(args, garbage)
         names = args.node_names if not unknown else None  # the request's: they make the answer
-        call = Call(args.pod, contexts, verb, now, deadline, extender.namespace(args.pod), True, names)
+        estimate = extender.estimate_for(book, args.pod)
+        call = Call(args.pod, contexts, verb, now, deadline, extender.namespace(args.pod), True, names, estimate)
         decision = await extender.evaluate(book, call)
         if verb is Verb.FILTER:
             (response, passed), reserve = _filtered(args, unknown, decision), None
@@ -68,9 +69,11 @@ async def _decide(extender: Extender, request: Request, verb: Verb) -> Response:
         observe = functools.partial(
             extender.observer.decision, verb, args.pod, decision, len(args.names), seconds, passed=passed
         )
-        then = extender.answered(verb, args, (now, book), (contexts, unknown, decision)) if now else None
-        requeue = extender.requeue.after_filter(args.pod, args.names, passed > 0) if extender.requeue else None
-        return resume_after(response, garbage, reserve, observe, then, requeue if verb is Verb.FILTER else None)
+        then = extender.answered(verb, args, (now, book), (contexts, unknown, decision), estimate) if now else None
+        requeue = None
+        if extender.requeue is not None and verb is Verb.FILTER:  # prioritize's candidates passed already
+            requeue = extender.requeue.after_filter(args.pod, args.names, passed > 0)
+        return resume_after(response, garbage, reserve, observe, then, requeue)
 
 
 def _filtered(args: wire.ExtenderArgs, unknown: Mapping[str, str], decision: Decision) -> tuple[Response, int]:

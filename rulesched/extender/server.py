@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvicorn
 from starlette.applications import Starlette
@@ -25,7 +26,6 @@ from rulesched.extender.metrics import Metrics
 from rulesched.extender.observe import Observer
 from rulesched.extender.recording import Recorder, RecordLimits
 from rulesched.extender.refresh import Refresher
-from rulesched.extender.requeue import Requeue
 from rulesched.extender.shadow import Shadow
 from rulesched.extender.state import Extender
 from rulesched.rules.book import RuleBook
@@ -33,6 +33,9 @@ from rulesched.rules.cel import Engine, Limits, make_engine
 from rulesched.rules.reloader import Reloader
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
 from rulesched.settings import Settings
+
+if TYPE_CHECKING:
+    from rulesched.extender.requeue import Requeue
 
 log = logging.getLogger("rulesched")
 
@@ -129,6 +132,10 @@ def _requeue(settings: Settings, extender: Extender, metrics: Metrics) -> Requeu
     access = extender.cluster.access
     if access is None:
         raise StartupError("--requeue needs a cluster, and none was found (give --kubeconfig or --cluster on)")
+    # Imported only here: its nudges import the kubernetes client (half a second and about 30 MB), which a
+    # server without a cluster never needs.
+    from rulesched.extender.requeue import Requeue
+
     extender.requeue = Requeue(extender, settings, metrics, access.api)
     return extender.requeue
 

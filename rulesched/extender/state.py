@@ -90,10 +90,12 @@ class Extender:
         """`engine.evaluate` of the call, cut short at its deadline. A call the caches answer (a replica, say), or
         that needs little evaluation (`--loop-work`, from the rules' estimated costs: a new pod over cheap rules),
         is answered here; any other runs in the evaluation thread. Evaluations never overlap: the caches are not
-        shared between threads. A call without an `estimate` is given the pod's from the usage store."""
-        if call.estimate is None:
+        shared between threads. A call without an `estimate` is given the pod's from the usage store when the
+        book's rules read it (`estimate_for`)."""
+        plan = prepared(book)
+        if call.estimate is None and plan.reads_estimate:
             call = call._replace(estimate=self.estimate(call.pod))
-        work = functools.partial(evaluate, prepared(book), call)
+        work = functools.partial(evaluate, plan, call)
         if not self.evaluating:
             try:
                 with within(self.settings.loop_work):
@@ -218,6 +220,11 @@ class Extender:
         estimates = self.cluster.estimates
         return estimates.store.estimate(pod) if estimates is not None else None
 
+    def estimate_for(self, book: RuleBook, pod: Mapping[str, Any]) -> Mapping[str, float] | None:
+        """The pod's `estimate` when `book`'s rules read it, else None: no rule sees it then, and finding it (the
+        pod's workload looked up, or its requests parsed for the fallback) would cost every call."""
+        return self.estimate(pod) if prepared(book).reads_estimate else None
+
     def handing_on(self) -> bool:
         """Whether answered calls go anywhere after their answer (a shadow book, a recording)."""
         return self.shadow is not None or self.recorder is not None
@@ -230,18 +237,26 @@ class Extender:
             self.recorder.submit(answered)
 
     def answered(
-        self, verb: str, args: wire.ExtenderArgs, call: tuple[datetime.datetime, RuleBook], found: Found
+        self,
+        verb: str,
+        args: wire.ExtenderArgs,
+        call: tuple[datetime.datetime, RuleBook],
+        found: Found,
+        estimate: Mapping[str, float] | None = None,
     ) -> Callable[[], None] | None:
-        """What to run once the answer is sent (None: nothing); `call`: the time the rules saw and the book."""
+        """What to run once the answer is sent (None: nothing); `call`: the time the rules saw and the book;
+        `estimate`: the pod's the rules saw (None: they read none, and it is found once the answer is sent)."""
         if not self.handing_on():
             return None
         now, book = call
         contexts, unknown, decision = found
-        item = Answered(
-            verb, args.nodes is not None, args.pod, contexts, unknown, self.namespace(args.pod), now, book, decision,
-            self.estimate(args.pod),
-        )  # fmt: skip
-        return lambda: self.hand_on(item)
+        full, pod, namespace = args.nodes is not None, args.pod, self.namespace(args.pod)
+
+        def hand_on() -> None:
+            seen = estimate if estimate is not None else self.estimate(pod)
+            self.hand_on(Answered(verb, full, pod, contexts, unknown, namespace, now, book, decision, seen))
+
+        return hand_on
 
     def forget(self, pod: Mapping[str, Any]) -> None:
         """The pod is being scheduled (again): a placement this extender made for it earlier is void."""

@@ -24,6 +24,7 @@ from rulesched.decide.fast.keys import PodRequest, key_of, trim
 from rulesched.decide.fast.rule import Rule, Values, values_read
 from rulesched.rules.cel import Engine
 from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet, CompiledScore
+from rulesched.rules.estimate import ESTIMATE_NAME
 from rulesched.rules.vocabulary import (
     NAMES,
     NODE_SIDE,
@@ -71,6 +72,8 @@ class Plan:
         self.request_values: Values[RequestReader] = values_read(read, sources)
         """The request-side names the book's per-pod rules and match conditions read, how each is read, and the
         fields they read of it (None: all of it)."""
+        self.reads_estimate = any(e.name == ESTIMATE_NAME for e in read)
+        """Whether a rule reads `estimate` (itself or through a variable): only then need a call find the pod's."""
         self.request_key = tuple(e.name for e in read if e.key in (Key.PROJECTED, Key.WHOLE))
         """The request-side names a pod's key holds (the time is kept beside it, for what reads it)."""
         self.conditions_read_now = any(name in c.paths for c in conditions for name in TIME)
