@@ -64,10 +64,13 @@ class Idle:
         """When the last request was answered (`time.monotonic()`)."""
         self.gap = 0.0
         """How long it was from the answer before the latest request to that request's first byte (seconds)."""
+        self.began = 0.0
+        """When the latest request's first byte was read (`time.monotonic()`)."""
 
     def busy(self) -> None:
         if not self.active:
-            self.gap = time.monotonic() - self.last
+            self.began = time.monotonic()
+            self.gap = self.began - self.last
         self.active += 1
         self.event.clear()
 

@@ -125,7 +125,7 @@ class Shadow:
         """Take an answered call (once its answer is sent): queued, and compared in the gaps between calls
         (`_slice`); dropped and counted when `capacity` calls wait. Outside an event loop (an in-process
         caller), compared at once."""
-        self.pace.answered(answered.verb, self.idle.gap)
+        self.pace.answered(answered.verb, self.idle)
         if self.waiting() >= self.capacity or self.stopping.is_set() or answered.decision.deadline_exceeded:
             self._dropped(answered.verb)  # a call cut short says nothing about the rules
             return
@@ -159,11 +159,11 @@ class Shadow:
         if since < CALM_SECONDS and not pace.fits(kind, since):
             self._arm(loop, CALM_SECONDS - since)
             return
-        started = time.perf_counter()
+        started = time.monotonic()
         if not (self._slice() if self.queue else self._warm_cold()):
             self._arm(loop, BUSY_SECONDS)
             return
-        pace.took(kind, time.perf_counter() - started)
+        pace.took(kind, started, time.monotonic())
         if self.queue or self.cold:
             self._arm(loop, 0.0)
 

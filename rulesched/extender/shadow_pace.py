@@ -5,11 +5,16 @@ call (`extender/shadow.py` makes the slices).
 
 from __future__ import annotations
 
+from rulesched.extender.answered import Idle
+
 CALM_SECONDS = 0.002
 """After an answer, slices are made only where they are expected to end before the next call arrives (`Pace`),
 until this long has passed without a request: then as they come."""
 FIT = 0.5
 """The share of the gap expected before the next call that a slice may be expected to take."""
+WAITED_SECONDS = 0.0001
+"""A request read this soon after a slice ended had arrived during it (the event loop reads it as soon as the
+slice returns): the gap it came after was shorter than it looks."""
 
 
 class Pace:
@@ -24,9 +29,17 @@ class Pace:
         self.gaps: dict[str, float] = {}
         self.times: dict[str, float] = {}
         self.last_verb: str | None = None
+        self.slice = (0.0, 0.0)
+        """When the last slice started and ended."""
 
-    def answered(self, verb: str, gap: float) -> None:
-        """A call of `verb` was answered; `gap`: how long the call before it had been answered when it came."""
+    def answered(self, verb: str, idle: Idle) -> None:
+        """A call of `verb` was answered; `idle` says how long the call before it had been answered when it came
+        (`Idle.gap`). A call read right after a slice ended had waited for it: the slice had started too late,
+        and the gap counts only up to its start."""
+        gap = idle.gap
+        started, ended = self.slice
+        if ended > idle.began - idle.gap and idle.began - ended < WAITED_SECONDS:
+            gap = max(0.0, started - (idle.began - idle.gap))
         before = self.last_verb
         if before is not None:
             seen = self.gaps.get(before, gap)
@@ -38,7 +51,10 @@ class Pace:
         gap = self.gaps.get(self.last_verb or "", 0.0)
         return self.times.get(kind, 0.0) <= FIT * gap - since
 
-    def took(self, kind: str, seconds: float) -> None:
+    def took(self, kind: str, started: float, ended: float) -> None:
+        """A slice of `kind` ran from `started` to `ended` (`time.monotonic()`)."""
+        self.slice = (started, ended)
+        seconds = ended - started
         expected = self.times.get(kind)
         # A slice the collector or a cold cache made long is not what the next one of its kind will take.
         self.times[kind] = seconds if expected is None else expected + (min(seconds, 2 * expected) - expected) / 4

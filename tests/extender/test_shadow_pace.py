@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call, Verb
@@ -106,34 +107,54 @@ def test_comparisons_wait_while_a_request_is_being_read(tmp_path: Path) -> None:
     assert summary["made"] == {"betweenCalls": pods + 1, "thread": 0}
 
 
+def came(gap: float, at: float = 100.0) -> Idle:
+    """An `Idle` whose latest request came `gap` seconds after the answer before it, at `at`."""
+    idle = Idle()
+    idle.began, idle.gap, idle.last = at, gap, at + 0.001
+    return idle
+
+
 def test_a_comparison_starts_right_after_an_answer_only_where_it_should_end_before_the_next_call() -> None:
     pace = Pace()
-    pace.answered("filter", 1.0)  # the first call: what came before it says nothing
-    pace.answered("prioritize", 0.000_500)  # prioritize came 0.5 ms after filter's answer
-    pace.answered("filter", 0.000_200)  # the next filter 0.2 ms after prioritize's: now after a filter answer
-    pace.took("compare filter", 0.000_200)
+    pace.answered("filter", came(1.0))  # the first call: what came before it says nothing
+    pace.answered("prioritize", came(0.000_500))  # prioritize came 0.5 ms after filter's answer
+    pace.answered("filter", came(0.000_200))  # the next filter 0.2 ms after prioritize's: now after a filter answer
+    pace.took("compare filter", 1.0, 1.000_200)
     assert pace.fits("compare filter", 0.0)  # 0.2 ms within half (`FIT`) of the 0.5 ms before prioritize
     assert not pace.fits("compare filter", 0.000_100)  # not once 0.1 ms of the gap has gone
-    pace.answered("prioritize", 0.000_500)  # now after a prioritize answer: the next filter within 0.2 ms
+    pace.answered("prioritize", came(0.000_500))  # now after a prioritize answer: the next filter within 0.2 ms
     assert not pace.fits("compare filter", 0.0)
     assert pace.fits("decide prioritize", 0.0)  # a kind never seen is tried: its time is then known
 
 
 def test_the_gap_expected_follows_a_shorter_one_at_once_and_a_longer_one_slowly() -> None:
     pace = Pace()
-    pace.answered("prioritize", 1.0)
+    pace.answered("prioritize", came(1.0))
     for gap in (0.010, 0.001, 0.010):
-        pace.answered("filter", gap)  # the gap after prioritize's answer
-        pace.answered("prioritize", 0.0)
+        pace.answered("filter", came(gap))  # the gap after prioritize's answer
+        pace.answered("prioritize", came(0.0))
     assert pace.gaps["prioritize"] == 0.001 + (0.010 - 0.001) / 8
+
+
+def test_a_call_that_waited_for_a_slice_counts_the_gap_up_to_the_slice_only() -> None:
+    """A call read right after a slice ended had arrived during it: its gap looks as long as the slice made it
+    (before, the longer gap made more slices fit, each making the next gap look longer still)."""
+    pace = Pace()
+    pace.answered("filter", came(1.0))
+    pace.took("decide filter", 10.000_100, 10.000_900)  # 0.1 ms after filter's answer at 10.0, for 0.8 ms
+    pace.answered("prioritize", came(0.000_920, at=10.000_920))  # read 20 µs after the slice ended
+    assert pace.gaps["filter"] == pytest.approx(0.000_100)
+    pace.took("decide filter", 20.000_100, 20.000_300)
+    pace.answered("filter", came(0.000_500, at=20.000_500))  # read 0.2 ms after the slice: it did not wait
+    assert pace.gaps["prioritize"] == pytest.approx(0.000_500)
 
 
 def test_one_long_slice_does_not_make_its_kind_look_long() -> None:
     """A slice the collector or a cold cache made 50 times as long counts as twice as long, once."""
     pace = Pace()
-    pace.took("compare prioritize", 0.000_200)
-    pace.took("compare prioritize", 0.010)
-    assert pace.times["compare prioritize"] == 0.000_200 + (0.000_400 - 0.000_200) / 4
+    pace.took("compare prioritize", 1.0, 1.000_200)
+    pace.took("compare prioritize", 2.0, 2.010)
+    assert pace.times["compare prioritize"] == pytest.approx(0.000_200 + (0.000_400 - 0.000_200) / 4)
 
 
 def test_the_queue_keeps_the_live_outcome_not_the_live_decision(tmp_path: Path) -> None:
