@@ -17,6 +17,10 @@ from rulesched.settings import Settings
 if TYPE_CHECKING:
     from rulesched.cluster.kube import KubeAccess
     from rulesched.cluster.prometheus import PrometheusPollers
+    from rulesched.cluster.prometheus_pods import PodUsageFeed
+
+METRICS_SERVER, PROMETHEUS = "metrics-server", "prometheus"
+"""The sources of the pods' usage whose polls are timed (`rulesched_usage_poll_seconds{source}`)."""
 
 
 class UsageFeed(Protocol):
@@ -35,10 +39,22 @@ class Estimates:
 
     store: UsageStore
     feed: UsageFeed | None = None
+    polled: str | None = None
+    """The source `feed` polls (`METRICS_SERVER`); None when it is not polled (a file, read once)."""
+    pod_usage: PodUsageFeed | None = None
+    """A MetricSource's `podUsage`, polled with the MetricSources into the store, when the estimates use it."""
 
-    def poll_seconds(self) -> float | None:
-        """How long the last poll of the pods' usage took; None before one (or without a feed)."""
-        return self.feed.seconds if self.feed is not None else None
+    def poll_seconds(self) -> dict[str, float | None]:
+        """How long each source's last poll of the pods' usage took (list or queries, parse and record), by
+        source: metrics-server while its pod metrics are polled, Prometheus while a MetricSource declares
+        `podUsage`; None before a source's first poll."""
+        seconds: dict[str, float | None] = {}
+        if self.feed is not None and self.polled is not None:
+            seconds[self.polled] = self.feed.seconds
+        pod_usage = self.pod_usage
+        if pod_usage is not None and pod_usage.polling:
+            seconds[PROMETHEUS] = pod_usage.poll_seconds()
+        return seconds
 
     def start(self) -> None:
         if self.feed is not None:
@@ -70,6 +86,8 @@ def build_estimates(
     store = UsageStore(options, Fallback(settings.usage_fallback, settings.usage_fallback_factor))
     index = _index(pods)
     feed: UsageFeed | None = None
+    polled: str | None = None
+    pod_usage: PodUsageFeed | None = None
     if index is not None:
         index.estimator = store.estimate
     if settings.pod_metrics_file is not None:
@@ -83,13 +101,14 @@ def build_estimates(
         assert access is not None
         assert index is not None
         feed = PodMetricsPoller(access.api, store, index.views, interval=settings.metrics_interval)
+        polled = METRICS_SERVER
         parts.append(f"pod usage from metrics-server every {settings.metrics_interval:g}s")
     if prometheus is not None and index is not None:
         from rulesched.cluster.prometheus_pods import PodUsageFeed
 
         # Not in the description: whether a MetricSource declares podUsage changes with the rules (/rules says).
-        prometheus.pod_usage = PodUsageFeed(store, index.views, settings.max_pods)
-    return Estimates(store, feed)
+        prometheus.pod_usage = pod_usage = PodUsageFeed(store, index.views, settings.max_pods)
+    return Estimates(store, feed, polled, pod_usage)
 
 
 def _polls(settings: Settings, access: KubeAccess | None, index: PodIndex | None) -> bool:

@@ -66,6 +66,8 @@ class PodUsagePoll(Poller):
         assert source.spec.podUsage is not None
         self.queries = source.spec.podUsage
         self.store, self._views, self.max_series = store, views, max_series
+        self.seconds: float | None = None
+        """How long the last successful poll took (both queries, their parsing and the store's update)."""
         super().__init__(source.metadata.name, source.spec.prometheus, STATUS_NAME)
 
     FOUND = "%d pods sampled"
@@ -77,6 +79,7 @@ class PodUsagePoll(Poller):
 
     def _poll(self) -> Outcome:
         self.polls += 1
+        started = time.perf_counter()
         cpu, cpu_warnings = self._values(self.queries.cpu)
         memory, memory_warnings = self._values(self.queries.memory)
         usages: dict[tuple[str, str], PodUsage] = {pod: (c, memory[pod]) for pod, c in cpu.items() if pod in memory}
@@ -85,6 +88,7 @@ class PodUsagePoll(Poller):
         record_usage(self.store, usages, self._views())
         self.store.preferred_until = time.time() + self.server.maxAge
         self.nodes = len(usages)
+        self.seconds = time.perf_counter() - started
         self._warn(cpu_warnings + memory_warnings)
         return "ok"
 
@@ -125,6 +129,17 @@ class PodUsageFeed:
     def status(self) -> list[QueryStatus]:
         poll = self._poll
         return [poll.status()] if poll is not None else []
+
+    def poll_seconds(self) -> float | None:
+        """How long the declared podUsage's last successful poll took; None before one (a changed declaration
+        starts anew). Only meaningful while `polling`."""
+        poll = self._poll
+        return poll.seconds if poll is not None else None
+
+    @property
+    def polling(self) -> bool:
+        """Whether a MetricSource of the rules declares podUsage (and so is polled)."""
+        return self._poll is not None
 
     def poll(self) -> None:
         """Poll once now, in this thread (tests and tools)."""

@@ -177,7 +177,7 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
         metrics.watch_source("pending-placements", lambda: float(index.pending()), lambda: 0.0)
     if cluster.estimates is not None:
         estimates = cluster.estimates
-        metrics.watch_usage(lambda: float(estimates.store.size()), lambda: _or_nan(estimates.poll_seconds()))
+        metrics.watch_usage(lambda: float(estimates.store.size()), estimates.poll_seconds)
 
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})

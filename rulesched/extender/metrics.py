@@ -127,14 +127,14 @@ class Metrics:
         self.usage_workloads = Gauge(
             "rulesched_usage_workloads", "Workloads whose usage summary the estimates are made from", registry=r
         )
-        self.usage_poll_seconds = Gauge(
-            "rulesched_usage_poll_seconds", "Seconds the last poll of the pods' usage took (NaN: none yet)", registry=r
-        )
 
-    def watch_usage(self, workloads: Callable[[], float], poll_seconds: Callable[[], float]) -> None:
-        """Report the usage store's workloads and its last poll's duration, read when scraped."""
+    def watch_usage(
+        self, workloads: Callable[[], float], poll_seconds: Callable[[], Mapping[str, float | None]]
+    ) -> None:
+        """Report the usage store's workloads and, by source, its feeds' last poll's duration, read when scraped
+        (a MetricSource's podUsage comes and goes with the rules)."""
         self.usage_workloads.set_function(workloads)
-        self.usage_poll_seconds.set_function(poll_seconds)
+        self.registry.register(_UsagePollCollector(poll_seconds))
 
     def watch_source(self, name: str, size: Callable[[], float], failing: Callable[[], float]) -> None:
         """Report a pod or namespace source's size and whether it is failing, computed when scraped."""
@@ -242,3 +242,20 @@ class _QueryCollector(Collector):
             nodes.add_metric(names, query.nodes)
             since.add_metric(names, now - query.last_success if query.last_success is not None else float("nan"))
         return [polls, failing, nodes, since]
+
+
+class _UsagePollCollector(Collector):
+    """`rulesched_usage_poll_seconds` by source (metrics-server, prometheus): only the sources polled."""
+
+    def __init__(self, poll_seconds: Callable[[], Mapping[str, float | None]]) -> None:
+        self._poll_seconds = poll_seconds
+
+    def collect(self) -> Iterable[Metric]:
+        gauge = GaugeMetricFamily(
+            "rulesched_usage_poll_seconds",
+            "Seconds the last poll of the pods' usage took, by source (NaN: none yet)",
+            labels=["source"],
+        )
+        for source, seconds in sorted(self._poll_seconds().items()):
+            gauge.add_metric([source], seconds if seconds is not None else float("nan"))
+        return [gauge]

@@ -201,9 +201,10 @@ PANELS: tuple[Panel | Row, ...] = (
         stat=True,
     ),
     Panel(
-        "Last pod usage poll",
-        (Query(f"max(rulesched_usage_poll_seconds{SELECTOR})"),),
+        "Last pod usage poll by source",
+        (Query(f"max by (source) (rulesched_usage_poll_seconds{SELECTOR})", "{{source}}"),),
         unit="s",
+        description="How long each source's last poll of the pods' usage took: metrics-server, prometheus (podUsage).",
         stat=True,
     ),
     Row("Recording"),

@@ -100,23 +100,33 @@ def pod_usage_status(client: httpx.Client) -> dict[str, Any]:
     return found
 
 
-def test_a_rule_reads_the_estimate_prometheus_gives_and_the_fallback_while_it_fails(
-    tmp_path: Path, prometheus: Prometheus
-) -> None:
-    rules = tmp_path / "rules"
+def rules_with_pod_usage(directory: Path, url: str) -> Path:
+    """A rules directory: ESTIMATE_RULES and the MetricSource `cadvisor` declaring podUsage on `url`."""
+    rules = directory / "rules"
     rules.mkdir()
     (rules / "light.yaml").write_text(ESTIMATE_RULES)
-    (rules / "cadvisor.yaml").write_text(json.dumps(metric_source(prometheus.url)))
+    (rules / "cadvisor.yaml").write_text(json.dumps(metric_source(url)))
+    return rules
+
+
+def offline_settings(directory: Path, url: str) -> Settings:
+    """No cluster: the shop's pods on k8s-node1 (`--pods`), `rules_with_pod_usage` and `--prometheus on`."""
     placed = [{**p, "spec": {**p["spec"], "nodeName": "k8s-node1"}} for p in shop_pods()]
-    (tmp_path / "pods.json").write_text(json.dumps({"kind": "PodList", "items": placed}))
-    settings = Settings(
-        rules_dir=rules,
+    (directory / "pods.json").write_text(json.dumps({"kind": "PodList", "items": placed}))
+    return Settings(
+        rules_dir=rules_with_pod_usage(directory, url),
         nodes_file=EXAMPLE_NODES,
-        pods_file=tmp_path / "pods.json",
+        pods_file=directory / "pods.json",
         cluster="off",
         prometheus="on",
         enable_explain=True,
     )
+
+
+def test_a_rule_reads_the_estimate_prometheus_gives_and_the_fallback_while_it_fails(
+    tmp_path: Path, prometheus: Prometheus
+) -> None:
+    settings = offline_settings(tmp_path, prometheus.url)
     call = {"Pod": new_batch_pod(), "NodeNames": ["k8s-node1"]}
     with running_server(settings) as url, httpx.Client(base_url=url, timeout=10) as client:
 

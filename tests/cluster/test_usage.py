@@ -258,4 +258,4 @@ def test_the_settings_choose_the_fallback_and_a_store_exists_without_pod_metrics
     pod = make_pod("w-1", "shop", {"app": "w"}, {"cpu": "500m"})
     pod["spec"]["containers"][0]["resources"]["limits"] = {"cpu": "3"}
     assert estimates.store.estimate(pod)["cpu"] == 1.5
-    assert estimates.poll_seconds() is None
+    assert estimates.poll_seconds() == {}
