@@ -163,6 +163,7 @@ class Decision:
         "_rejecting",
         "_scores",
         "_shared",
+        "_top",
         "applied",
         "counted_failures",
         "deadline_exceeded",
@@ -198,6 +199,9 @@ class Decision:
         self._exact = False
         self._all_passed = False
         """Every candidate passed (no filter ran: a prioritize call)."""
+        self._top: tuple[int, list[tuple[str, int]]] | None = None
+        """The longest `top` asked so far, and what it found (the decision log asks for three, the shadow
+        comparison for one)."""
         """`_scores` are the verdicts' own (no node without a score)."""
         if nodes:
             self.nodes = dict(nodes)
@@ -255,7 +259,7 @@ class Decision:
     @nodes.setter
     def nodes(self, nodes: dict[str, NodeDecision]) -> None:
         self.names, self.verdicts, self._nodes, self._shared = list(nodes), list(nodes.values()), nodes, False
-        self._scores, self._all_passed = None, False
+        self._scores, self._all_passed, self._top = None, False, None
 
     def set_verdicts(
         self, names: list[str], verdicts: list[NodeDecision], *, shared: bool = False, filtered: bool = True
@@ -263,7 +267,7 @@ class Decision:
         """The candidates' names and verdicts, in candidate order (no name twice); `shared`: the verdicts may be
         shared by several nodes and name none; not `filtered`: no filter ran, every candidate passed."""
         self.names, self.verdicts, self._nodes, self._shared, self._scores = names, verdicts, None, shared, None
-        self._all_passed = not filtered
+        self._all_passed, self._top = not filtered, None
 
     @property
     def passed(self) -> list[str]:
@@ -310,7 +314,16 @@ class Decision:
         return sorted(sorted(scored, key=_NAME), key=_SCORE, reverse=True)
 
     def top(self, count: int) -> list[tuple[str, int]]:
-        """The names and scores of the first `count` of `ranking()`, without sorting every node."""
+        """The names and scores of the first `count` of `ranking()`, without sorting every node (found once for
+        the longest `count` asked)."""
+        kept = self._top
+        if kept is not None and (count <= kept[0] or len(kept[1]) < kept[0]):  # fewer than asked: all there are
+            return kept[1][:count]
+        found = self._find_top(count)
+        self._top = (count, found)
+        return found
+
+    def _find_top(self, count: int) -> list[tuple[str, int]]:
         names: Sequence[str] = self.names
         counted = self.scores() if self._all_passed else None  # counting them sets `_exact`
         if counted is not None and self._exact:

@@ -825,7 +825,7 @@ def test_top_is_the_head_of_the_ranking(seed: int) -> None:
         score = rng.choice([None, *range(0, 11, rng.choice([1, 5, 10]))])
         nodes[name] = NodeDecision(name, passed=rng.random() < 0.8, score=score)
     decision = Decision(generation=1, applied=[], nodes=nodes)
-    for count in (1, 3, 5):
+    for count in (3, 1, 5, 2, 50, 1):  # asked in any order (the longest found is kept for shorter ones)
         assert decision.top(count) == [(n.name, n.score) for n in decision.ranking()[:count]]
     decision.scores()  # a prioritize call's scores, counted once: the ranking reads them, with the same result
     for count in (1, 3, 5):
@@ -833,5 +833,5 @@ def test_top_is_the_head_of_the_ranking(seed: int) -> None:
     prioritized = Decision(generation=1, applied=[])  # every candidate passed and scored: top reads the scores
     scored = [NodeDecision(name, score=n.score or 0) for name, n in nodes.items()]
     prioritized.set_verdicts(list(nodes), scored, filtered=False)
-    for count in (1, 3, 5):
+    for count in (3, 1, 5, 50, 2):
         assert prioritized.top(count) == [(n.name, n.score) for n in prioritized.ranking()[:count]]
