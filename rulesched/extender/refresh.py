@@ -6,8 +6,8 @@ A poll gives every node a new sample, so every candidate's context and every nod
 pays for its candidates' contexts and results (tens of milliseconds for 1000 nodes). The refresher
 checks the sources' generations every `TICK` seconds on the event loop and, after a change, makes the
 contexts and node-only results of the nodes last asked about again (`NodeContexts.for_names`,
-`warm`; the shadow book's too, and after a shadow reload as well, so that the comparisons made
-right after the answers stay small work: `Shadow.prepare`), `CHUNK` nodes at a time, each step run on
+`warm`; the shadow book's are handed to `Shadow.prepare`, which makes them ready between calls, a few a
+slice, so that the comparisons stay small work), `CHUNK` nodes at a time, each step run on
 the loop only while no evaluation is under way in the evaluation thread (the caches are never shared
 between threads): a request that arrives meanwhile waits for one step at most (about a millisecond), and
 finds done what was done.
