@@ -197,12 +197,12 @@ class Decision:
         self._shared = False
         self._scores: list[int] | None = None
         self._exact = False
+        """`_scores` are the verdicts' own (no node without a score)."""
         self._all_passed = False
         """Every candidate passed (no filter ran: a prioritize call)."""
         self._top: tuple[int, list[tuple[str, int]]] | None = None
         """The longest `top` asked so far, and what it found (the decision log asks for three, the shadow
         comparison for one)."""
-        """`_scores` are the verdicts' own (no node without a score)."""
         if nodes:
             self.nodes = dict(nodes)
 

@@ -103,8 +103,8 @@ class Shadow:
         self.queue: deque[Queued] = deque()
         """Calls the event loop compares between calls, oldest first (changed on the event loop only)."""
         self.large: deque[Queued] = deque()
-        """Calls whose shadow decision was too large for the event loop, oldest first: for the shadow thread, or
-        for the event loop again once the shadow book is warm (`prepare`). With `queue`, at most `capacity`."""
+        """Calls whose shadow decision was still too large for the event loop once their nodes were made ready,
+        oldest first: for the shadow thread. With `queue`, at most `capacity`."""
         self.cold: deque[NodeContext] = deque()
         """Nodes to give their memos for the shadow book between calls (`prepare`; at most `capacity`)."""
         self.timer: asyncio.TimerHandle | None = None
@@ -192,7 +192,8 @@ class Shadow:
                 return True
             try:
                 with within(self.inline_work):
-                    self._decide(queued)
+                    if not self._decide(queued):
+                        self.queue.popleft()
             except NeedsEvaluationError:
                 self._warm(queued)
             except Exception:  # the answer is out; a comparison never fails the step after it
@@ -201,15 +202,16 @@ class Shadow:
         finally:
             self.evaluating.release()
 
-    def _decide(self, queued: Queued) -> None:
-        """Make the call's shadow decision; a call that says nothing of the rules (no shadow book, the shadow
-        decision cut short by its deadline) is dropped instead."""
+    def _decide(self, queued: Queued) -> bool:
+        """Make the call's shadow decision. False, counted as dropped, for a call that says nothing of the rules
+        (no shadow book, the shadow decision cut short by its deadline)."""
         book = self.store.book
         if book is not None:
             queued.decision = self._evaluate(book, queued.call)
-        if book is None or queued.decision is None or queued.decision.deadline_exceeded:
-            self.queue.popleft()
-            self._dropped(queued.live.verb)
+            if not queued.decision.deadline_exceeded:
+                return True
+        self._dropped(queued.live.verb)
+        return False
 
     def _warm(self, queued: Queued) -> None:
         """The next `WARM_NODES` of a large call's nodes given their memos for the shadow book; once all have
@@ -260,14 +262,9 @@ class Shadow:
                 if not self.large:
                     return
                 queued = self.large.popleft()
-            book = self.store.book
             try:
-                if book is not None:
-                    queued.decision = self._evaluate(book, queued.call)
-                if book is None or queued.decision is None or queued.decision.deadline_exceeded:
-                    self._dropped(queued.live.verb)
-                    return
-                self._count(queued, "thread")
+                if self._decide(queued):
+                    self._count(queued, "thread")
             except Exception:  # a comparison never takes the worker down; the live answer was sent long ago
                 self._failed(queued)
 

@@ -229,10 +229,10 @@ class Extender:
         """The pod's `estimate` for what the call is handed on to, when that needs it (the live rules read none):
         the recording keeps every input of the call; the shadow book only when its rules read it. Else None:
         finding it costs tens of microseconds, after each answer, before the next call is read."""
+        if self.recorder is not None:
+            return self.estimate(pod)
         shadow_book = self.shadow.store.book if self.shadow is not None else None
-        if self.recorder is None and (shadow_book is None or not prepared(shadow_book).reads_estimate):
-            return None
-        return self.estimate(pod)
+        return self.estimate_for(shadow_book, pod) if shadow_book is not None else None
 
     def handing_on(self) -> bool:
         """Whether answered calls go anywhere after their answer (a shadow book, a recording)."""

@@ -23,8 +23,16 @@ from rulesched.decide.fast.budget import WORK_NODE, WORK_POD, work
 from rulesched.decide.fast.caches import APPLYING_KEPT
 from rulesched.decide.fast.collect import collect, error_kinds
 from rulesched.decide.fast.filters import filter_outcomes, firsts, for_node, verdict_of
-from rulesched.decide.fast.groups import FEW_GROUPS, Candidates, Grouped, Results, full_bindings, groups_of
-from rulesched.decide.fast.keys import PodRequest, projection
+from rulesched.decide.fast.groups import (
+    FEW_GROUPS,
+    Candidates,
+    Grouped,
+    Results,
+    full_bindings,
+    groups_of,
+    projections,
+)
+from rulesched.decide.fast.keys import PodRequest
 from rulesched.decide.fast.memos import NODE_MEMO_KEPT, node_bindings
 from rulesched.decide.fast.node_only import with_memos
 from rulesched.decide.fast.outcomes import (
@@ -328,12 +336,8 @@ def warm(prepared: Plan, nodes: Sequence[NodeContext]) -> None:
     projections for its per-pod rules (pod-independent: what groups alike nodes), as the next request would:
     what a refresh ahead of requests does (after a metrics poll or a rules reload)."""
     with_memos(prepared, nodes)
-    caches = prepared.caches
-    for rule in (r for group in (*prepared.filters, *prepared.scores) for r in group if r.per_pod):
-        table = caches.projections.setdefault(rule.position, {})
-        for node in nodes:
-            if node not in table:
-                table[node] = caches.interned(projection(rule, node))
+    for rule in prepared.per_pod:
+        projections(prepared, rule, nodes)
 
 
 _RAW = attrgetter("raw")

@@ -62,13 +62,7 @@ def groups_of(plan: Plan, rule: Rule, candidates: Candidates) -> tuple[list[int]
     each group's representative: beyond `FEW_GROUPS` (the program then runs on the representatives' own
     bindings), a node that keeps its bindings when there is one, so that no new ones are made."""
     nodes, memos = candidates
-    table = plan.caches.projections.setdefault(rule.position, {})
-    keys: list[bytes | None] = list(map(table.get, nodes))
-    if None in keys:
-        work(WORK_PROJECTION * keys.count(None))
-        for i, key in enumerate(keys):
-            if key is None:  # interned: equal projections are one object, compared by identity below
-                keys[i] = table[nodes[i]] = plan.caches.interned(projection(rule, nodes[i]))
+    keys = projections(plan, rule, nodes)
     indices = range(len(keys))
     representative = dict(zip(keys, indices, strict=True))
     if len(representative) > FEW_GROUPS:
@@ -76,6 +70,19 @@ def groups_of(plan: Plan, rule: Rule, candidates: Candidates) -> tuple[list[int]
         representative.update(zip(itertools.compress(keys, kept), itertools.compress(indices, kept), strict=True))
     group_of = {key: group for group, key in enumerate(representative)}
     return list(map(group_of.__getitem__, keys)), list(representative.values())
+
+
+def projections(plan: Plan, rule: Rule, nodes: Sequence[NodeContext]) -> list[bytes]:
+    """Each node's projection for the per-pod `rule`, kept by the plan (made for those that have none yet):
+    interned, so that equal projections are one object, compared by identity."""
+    table = plan.caches.projections.setdefault(rule.position, {})
+    keys: list[bytes | None] = list(map(table.get, nodes))
+    if None in keys:
+        work(WORK_PROJECTION * keys.count(None))
+        for i, key in enumerate(keys):
+            if key is None:
+                keys[i] = table[nodes[i]] = plan.caches.interned(projection(rule, nodes[i]))
+    return keys  # type: ignore[return-value]  # no None left
 
 
 def full_bindings(plan: Plan, shared: Mapping[str, Any], memo: NodeMemo) -> Any:

@@ -57,7 +57,8 @@ class Plan:
         for rule_set in rule_sets:
             self.scores.append([self._rule(next(positions), rule_set.name, s) for s in rule_set.scores])
         rules = [r.compiled for group in (*self.filters, *self.scores) for r in group]
-        per_pod = [r.compiled for group in (*self.filters, *self.scores) for r in group if r.per_pod]
+        self.per_pod = [r for group in (*self.filters, *self.scores) for r in group if r.per_pod]
+        """The rules that read the pod (each node's projection for them groups alike nodes)."""
         conditions = [c for rs in rule_sets for c in rs.conditions]
         node_side = [e for e in NODE_SIDE if any(e.name in r.reads for r in rules)]
         self.node_values: Values[NodeReader] = values_read(node_side, [r.paths for r in rules])
@@ -67,7 +68,8 @@ class Plan:
         """The pod-dependent node names the book reads."""
         self.sample_values = tuple(entry for entry in self.node_values if entry[0] in SAMPLE)
         """The node-side names the book reads that change with a node's metrics sample."""
-        sources = [*(r.paths for r in per_pod), *(c.paths for c in conditions)]  # a condition's paths: its reads
+        # A condition's paths: what it reads.
+        sources = [*(r.compiled.paths for r in self.per_pod), *(c.paths for c in conditions)]
         read = [e for e in NAMES if e.read_request and any(e.name in paths for paths in sources)]
         self.request_values: Values[RequestReader] = values_read(read, sources)
         """The request-side names the book's per-pod rules and match conditions read, how each is read, and the
