@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +66,8 @@ class Idle:
         """How long it was from the answer before the latest request to that request's first byte (seconds)."""
         self.began = 0.0
         """When the latest request's first byte was read (`time.monotonic()`)."""
+        self.woken: list[Callable[[], None]] = []
+        """Called once no request is being read or answered (`when_idle`), then forgotten."""
 
     def busy(self) -> None:
         if not self.active:
@@ -80,6 +82,16 @@ class Idle:
         if self.active <= 0:
             self.active = 0
             self.event.set()
+            if self.woken:
+                woken, self.woken = self.woken, []
+                for call in woken:
+                    call()
+
+    def when_idle(self, call: Callable[[], None]) -> None:
+        """Call `call` (on the event loop) once no request is being read or answered: a wait without a timer
+        polling meanwhile (uvloop runs a timer due in under half a millisecond at once, and one set again and
+        again would spin)."""
+        self.woken.append(call)
 
     def wait(self, stopping: threading.Event) -> bool:
         """Wait until no call is being answered and none was for `QUIET_SECONDS`; False when `stopping` was

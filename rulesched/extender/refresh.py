@@ -12,11 +12,15 @@ the loop only while no evaluation is under way in the evaluation thread (the cac
 between threads): a request that arrives meanwhile waits for one step at most (about a millisecond), and
 finds done what was done.
 
-Then the last prioritize call is evaluated again, as a request would (its pod, its candidates), so that
-its verdicts under the new samples are kept: a prioritize verdict holds a node's score, made for the
-range of the candidates' raw values, which a poll changes. The next call with those candidates (the
-next replica, say) finds them; one with others computes its own. Like a request, it is evaluated on the
-loop only within `--loop-work`.
+A reload of the shadow rules alone leaves the live book's results alone: its nodes are only handed to
+`Shadow.prepare` (the shadow book reloads as the live one does, and re-making every live result each time,
+16 steps for 1000 nodes, would hold up the requests that arrive meanwhile for nothing).
+
+Then the last prioritize call is evaluated again (after a poll or a live reload), as a request would (its
+pod, its candidates), so that its verdicts under the new samples are kept: a prioritize verdict holds a
+node's score, made for the range of the candidates' raw values, which a poll changes. The next call with
+those candidates (the next replica, say) finds them; one with others computes its own. Like a request, it
+is evaluated on the loop only within `--loop-work`.
 """
 
 from __future__ import annotations
@@ -71,23 +75,27 @@ class Refresher:
         generations = self._generations()
         if generations == self._seen:
             return 0
-        reloaded = generations[1:] != self._seen[1:]
-        self._seen = generations
+        seen, self._seen = self._seen, generations
+        reloaded = generations[1:] != seen[1:]
+        live = generations[:2] != seen[:2]  # a poll or a live reload: the live book's results are stale too
         contexts = self.extender.contexts
         stale = contexts.take_stale()
         names = list(dict.fromkeys(contexts.current_names() + stale)) if reloaded else stale
-        done = await self._refresh(names)
-        await self._prioritize_again()
+        done = await self._refresh(names, live=live)
+        if live:
+            await self._prioritize_again()
         return done
 
-    async def _refresh(self, names: Sequence[str]) -> int:
+    async def _refresh(self, names: Sequence[str], *, live: bool) -> int:
+        """Make `names` ready: for the live book when `live` (else only the shadow book was reloaded, and the
+        live book's results still hold), and handed to the shadow book."""
         done = 0
         for start in range(0, len(names), CHUNK):
             while self.extender.evaluating:  # the evaluation thread has the caches: wait for it
                 await asyncio.sleep(0.001)
-            book = self.extender.book()
             found, _ = self.extender.contexts.for_names(names[start : start + CHUNK])
-            warm(prepared(book), found)
+            if live:
+                warm(prepared(self.extender.book()), found)
             if self.extender.shadow is not None:  # the shadow book's too: its comparisons follow the answers
                 self.extender.shadow.prepare(found)
             done += len(found)

@@ -4,17 +4,18 @@ The shadow book has its own store (`--shadow-rules`, loaded, reloaded and kept l
 A call is handed over once its answer was sent (`Answered`), to a bounded queue (`--shadow-queue`: when it
 is full, the call's comparison is dropped and counted, never queued without limit).
 
-The event loop works the queue between calls, in slices: a slice is one call's shadow decision, or its
-comparison. A slice starts only while no request is being read or answered (`Idle`, kept by the
-connections: a request counts from its first byte to its answer's last byte), and a timer starts it, not
-the answer: the event loop reads what has arrived on its sockets before it runs a timer, so a call that
-kube-scheduler sent meanwhile is answered first. Right after an answer, a slice starts only where it is
-expected to end before the next call arrives (`Pace`: the slices' recent times against the recent gaps
-after answers of that verb), and after `CALM_SECONDS` without a request, as they come. A burst of
-back-to-back calls leaves gaps (kube-scheduler reads each answer and writes the next call), and the
-comparisons fill those they fit in; the others wait in the queue for the pause after the burst. The queue
-keeps, of each call, what the shadow decision needs and the live decision's outcome (`Live`), not the
-request.
+The event loop works the queue between calls, in slices: a slice is one call's shadow decision and its
+comparison. A slice starts only while no request is being read or answered (`Idle`, kept by the connections:
+a request counts from its first byte to its answer's last byte; a slice that finds one waits to be told it
+was answered, `Idle.when_idle`), and a timer starts it, not the answer, so that a call kube-scheduler sent
+meanwhile is read first. Right after an answer, a slice starts only where it is expected to end before the
+next call arrives (`Pace`: the slices' recent times against the recent gaps after answers of that verb), and
+after `CALM_SECONDS` without a request, as they come. A burst of back-to-back calls leaves gaps
+(kube-scheduler reads each answer and writes the next call), and the comparisons fill those they fit in; the
+others wait in the queue for the pause after the burst. The queue keeps, of each call, what the shadow
+decision needs and the live decision's outcome (`Live`), not the request; while calls wait, what they hold is
+kept out of the cyclic garbage collector's generations (`Held`, `extender/shadow_collector.py`), so that a
+queued burst makes no collections fall in the live answers.
 
 A shadow decision that needs more than `--shadow-inline-work` of estimated work (the shadow book's caches
 cold after a reload, costly rules) is made smaller first: the call's nodes are made ready for the shadow
@@ -52,6 +53,7 @@ from rulesched.decide.fast.budget import NeedsEvaluationError, within
 from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
+from rulesched.extender.shadow_collector import Held
 from rulesched.extender.shadow_pace import CALM_SECONDS, Pace
 from rulesched.extender.shadow_summary import Live, Summary, compare, live_side, log_difference
 from rulesched.rules.book import RuleBook
@@ -60,9 +62,11 @@ from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
 
 log = logging.getLogger("rulesched.decision")
 
-BUSY_SECONDS = 0.0005
-"""How soon a slice is tried again when a request was being read or answered, or the shadow thread was
-evaluating: a poll while there is work queued, and only then."""
+BUSY_SECONDS = 0.001
+"""How soon a slice is tried again when the shadow thread was evaluating, or at the soonest when it waits for
+the calm (a poll while there is work queued, and only then): a millisecond, uvloop's timer resolution (a timer
+due sooner runs at once, and one set again and again would spin). A slice that found a request being read or
+answered waits to be told the request was answered (`Idle.when_idle`), without a poll."""
 WARM_NODES = 8
 """Nodes given their memos for the shadow book in one slice, when a call's shadow decision is too large for the
 event loop (its caches cold: a reload, new nodes): about 40 µs a node."""
@@ -70,12 +74,11 @@ event loop (its caches cold: a reload, new nodes): about 40 µs a node."""
 
 @dataclass(slots=True)
 class Queued:
-    """An answered call waiting for its comparison (what the live decision saw, as the shadow book's `Call`, and
-    what it decided), and its shadow decision once made."""
+    """An answered call waiting for its comparison: what the live decision saw, as the shadow book's `Call`, and
+    what it decided."""
 
     call: Call
     live: Live
-    decision: Decision | None = None
     warmed: int = 0
     """How many of its nodes were given their memos for the shadow book in earlier slices."""
 
@@ -109,7 +112,10 @@ class Shadow:
         """Nodes to give their memos for the shadow book between calls (`prepare`; at most `capacity`)."""
         self.timer: asyncio.TimerHandle | None = None
         """The next slice's timer, while one is set."""
+        self.parked = False
+        """Waiting to be told that no request is being read or answered (`Idle.when_idle`)."""
         self.pace = Pace()
+        self.held = Held(capacity)
         self._lock = threading.Lock()
         """Guards `large` (the event loop and the shadow thread both take from it) and `made`."""
         store.listeners.append(self._reloaded)
@@ -136,28 +142,32 @@ class Shadow:
             while self.queue and self._slice():
                 pass
             return
+        self.held.hold(queued=True)
         self._arm(loop, 0.0)
 
     def _arm(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
         if self.timer is None:
-            # A timer, not `call_soon`: the event loop reads its sockets before it runs the timers due, and
-            # the connections mark a request arrived meanwhile as being read (`Idle.busy`).
+            # A timer, not `call_soon`: a request that arrived meanwhile has a chance to be read and marked
+            # (`Idle.busy`) first; one that arrives during the slice waits for it, and `Pace` counts that.
             self.timer = loop.call_later(delay, self._step)
 
     def _step(self) -> None:
         """One slice, unless a request is being read or answered; then the next, from a timer again."""
         self.timer = None
         if not (self.queue or self.cold) or self.stopping.is_set():
+            self.held.release()
             return
         loop = asyncio.get_running_loop()
         idle, pace = self.idle, self.pace
         if idle.active:
-            self._arm(loop, BUSY_SECONDS)
+            if not self.parked:
+                self.parked = True
+                idle.when_idle(self._unpark)
             return
         kind = self._next_kind()
         since = time.monotonic() - idle.last
         if since < CALM_SECONDS and not pace.fits(kind, since):
-            self._arm(loop, CALM_SECONDS - since)
+            self._arm(loop, max(CALM_SECONDS - since, BUSY_SECONDS))  # no sooner: uvloop would spin
             return
         started = time.monotonic()
         if not (self._slice() if self.queue else self._warm_cold()):
@@ -165,53 +175,55 @@ class Shadow:
             return
         pace.took(kind, started, time.monotonic())
         if self.queue or self.cold:
+            self.held.hold(queued=False)
             self._arm(loop, 0.0)
+        else:
+            self.held.release()
+
+    def _unpark(self) -> None:
+        self.parked = False
+        if not self.stopping.is_set():
+            self._arm(asyncio.get_running_loop(), 0.0)
 
     def _next_kind(self) -> str:
         """What the next slice does, as `Pace` tells slices apart."""
-        if not self.queue:
-            return "warm"
-        head = self.queue[0]
-        return f"{'compare' if head.decision is not None else 'decide'} {head.live.verb}"
+        return f"compare {self.queue[0].live.verb}" if self.queue else "warm"
 
     def _slice(self) -> bool:
-        """The oldest queued call's next piece of work: its shadow decision, within `--shadow-inline-work`, or,
-        once made, its comparison. A decision larger than that is made smaller first, `WARM_NODES` of the
-        call's nodes given their memos for the shadow book a slice (what a cold cache costs); one still larger
-        once they all have them goes to `large`. False: nothing done (the shadow thread is evaluating)."""
+        """The oldest queued call's shadow decision, within `--shadow-inline-work`, and its comparison. A decision
+        larger than that is made smaller first, `WARM_NODES` of the call's nodes given their memos for the shadow
+        book a slice (what a cold cache costs); one still larger once they all have them goes to `large`. False:
+        nothing done (the shadow thread is evaluating)."""
         if not self.evaluating.acquire(blocking=False):
             return False
         try:
             queued = self.queue[0]
-            if queued.decision is not None:
-                self.queue.popleft()
-                try:
-                    self._count(queued, "betweenCalls")
-                except Exception:  # counted as dropped: a comparison never fails what follows it
-                    self._failed(queued)
-                return True
             try:
                 with within(self.inline_work):
-                    if not self._decide(queued):
-                        self.queue.popleft()
+                    decision = self._decide(queued)
             except NeedsEvaluationError:
                 self._warm(queued)
+                return True
             except Exception:  # the answer is out; a comparison never fails the step after it
                 self._failed(self.queue.popleft())
+                return True
+            self.queue.popleft()
+            if decision is not None:
+                self._compared(queued, decision, "betweenCalls")
             return True
         finally:
             self.evaluating.release()
 
-    def _decide(self, queued: Queued) -> bool:
-        """Make the call's shadow decision. False, counted as dropped, for a call that says nothing of the rules
-        (no shadow book, the shadow decision cut short by its deadline)."""
+    def _decide(self, queued: Queued) -> Decision | None:
+        """The call's shadow decision. None, counted as dropped, for a call that says nothing of the rules (no
+        shadow book, the shadow decision cut short by its deadline)."""
         book = self.store.book
         if book is not None:
-            queued.decision = self._evaluate(book, queued.call)
-            if not queued.decision.deadline_exceeded:
-                return True
+            decision = self._evaluate(book, queued.call)
+            if not decision.deadline_exceeded:
+                return decision
         self._dropped(queued.live.verb)
-        return False
+        return None
 
     def _warm(self, queued: Queued) -> None:
         """The next `WARM_NODES` of a large call's nodes given their memos for the shadow book; once all have
@@ -263,15 +275,23 @@ class Shadow:
                     return
                 queued = self.large.popleft()
             try:
-                if self._decide(queued):
-                    self._count(queued, "thread")
+                decision = self._decide(queued)
             except Exception:  # a comparison never takes the worker down; the live answer was sent long ago
                 self._failed(queued)
+                return
+            if decision is not None:
+                self._compared(queued, decision, "thread")
 
-    def _count(self, queued: Queued, where: str) -> None:
-        """Compare the call's live and shadow decisions and count the comparison, and `where` it was made."""
-        call, live, shadow = queued.call, queued.live, queued.decision
-        assert shadow is not None
+    def _compared(self, queued: Queued, shadow: Decision, where: str) -> None:
+        """Compare the call's live and shadow decisions and count the comparison, and `where` it was made (one
+        that fails is counted as dropped: a comparison never fails what follows it)."""
+        try:
+            self._count(queued, shadow, where)
+        except Exception:
+            self._failed(queued)
+
+    def _count(self, queued: Queued, shadow: Decision, where: str) -> None:
+        call, live = queued.call, queued.live
         comparison = compare(call.pod, call.nodes, live, shadow)
         self.summary.add(comparison)
         with self._lock:
@@ -339,6 +359,7 @@ class Shadow:
             self.large.clear()
         for queued in dropped:
             self._dropped(queued.live.verb)
+        self.held.release()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 

@@ -16,9 +16,11 @@ import httpx
 import pytest
 
 from rulesched.settings import Settings
+from tests.extender.test_shadow import settings
 from tests.kubeapi import KubeAPI, wait_for
 from tests.paths import EXAMPLES, RULES
-from tests.server import running_server
+from tests.rulebooks import CLASSIC, LIVE, SHADOW, names_args, pod, rules_dir
+from tests.server import running, running_server
 
 POD = json.loads((EXAMPLES / "pod.json").read_text())
 CANDIDATES = ["node-a", "node-b", "node-e"]
@@ -65,3 +67,22 @@ def test_a_metrics_poll_makes_the_nodes_last_asked_about_ready_before_the_next_r
             assert (refreshed(client), refreshed(client, _CALLS)) == (count, calls)
         after = scores(client)
     assert after["node-a"] < after["node-b"], "the answer after the poll does not follow the new sample"
+
+
+def test_a_reload_of_the_shadow_rules_alone_leaves_the_live_results_alone(tmp_path: Path) -> None:
+    """Before, a reload of the shadow rules made every live result again and evaluated the last prioritize call
+    again, as a live reload does: work on the event loop that held up the requests arriving meanwhile for
+    nothing. Now the nodes are only handed to the shadow book; a live reload still does both."""
+    options = settings(tmp_path, shadow_rules_dir=rules_dir(tmp_path / "shadow", SHADOW))
+    with running(options) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        extender = server.parts.app.state.extender
+        assert client.post("/prioritize", json=names_args(pod("web-1"), CLASSIC)).status_code == 200
+        nodes, calls = refreshed(client), refreshed(client, _CALLS)
+        (tmp_path / "shadow" / "rules.yaml").write_text(LIVE)
+        assert extender.shadow.store.reload() == "loaded"
+        wait_for(lambda: refreshed(client) >= nodes + len(CLASSIC), what="the nodes handed to the shadow book")
+        time.sleep(0.2)  # ten looks at the generations: a prioritize call made again would be counted by now
+        assert refreshed(client, _CALLS) == calls
+        (tmp_path / "live" / "rules.yaml").write_text(SHADOW)
+        assert extender.store.reload() == "loaded"
+        wait_for(lambda: refreshed(client, _CALLS) > calls, what="the last prioritize call made again")

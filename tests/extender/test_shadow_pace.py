@@ -27,7 +27,9 @@ from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.shadow import Shadow
 from rulesched.extender.shadow_pace import Pace
+from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import make_engine
+from rulesched.rules.context import NodeContext
 from rulesched.rules.loader import load_rule_book
 from rulesched.rules.store import RuleStore
 from tests.builders import make_context, make_node, make_pod, make_usage
@@ -107,6 +109,65 @@ def test_comparisons_wait_while_a_request_is_being_read(tmp_path: Path) -> None:
     assert summary["made"] == {"betweenCalls": pods + 1, "thread": 0}
 
 
+def _in_process(tmp_path: Path) -> tuple[RuleBook, Shadow, Idle]:
+    """The live book, and a shadow (its book loaded) working on the event loop it is used on."""
+    live_book = load_rule_book([rules_dir(tmp_path / "live", LIVE)], make_engine("cpp"))
+    store = RuleStore([rules_dir(tmp_path / "shadow", SHADOW)], make_engine("cpp"))
+    assert store.reload() == "loaded"
+    idle = Idle()
+    return live_book, Shadow(store, idle, Metrics(), capacity=8, deadline=5.0, inline_work=2000.0), idle
+
+
+def _filter_answered(live_book: RuleBook, nodes: list[NodeContext]) -> Answered:
+    """A filter call of pod web-1 over `nodes`, decided by the live book."""
+    pod: dict[str, Any] = make_pod(name="web-1", namespace="default")
+    now = datetime.datetime.now(datetime.UTC)
+    decision = evaluate(prepared(live_book), Call(pod, nodes, Verb.FILTER, now))
+    return Answered("filter", False, pod, nodes, {}, None, now, live_book, decision)
+
+
+async def _drained(shadow: Shadow) -> None:
+    """Once the queue is empty (bounded wait)."""
+    deadline = time.monotonic() + 5
+    while shadow.waiting() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+
+
+def test_a_comparison_waits_for_a_request_to_be_answered_without_polling(tmp_path: Path) -> None:
+    """Before, a slice that found a request being read tried again from a timer every half millisecond, which
+    uvloop runs at once (its timers have a millisecond's resolution): the event loop spun while the request's
+    body arrived, and kube-scheduler's prioritize call waited milliseconds for it. Now the slice is told when the
+    request was answered, and no timer is set meanwhile."""
+    live_book, shadow, idle = _in_process(tmp_path)
+    nodes = [make_context(make_node("k8s-node1", labels={"filter.xy.com": "true"}), make_usage(0.1))]
+    steps = 0
+    step = shadow._step
+
+    def counted() -> None:
+        nonlocal steps
+        steps += 1
+        step()
+
+    shadow._step = counted  # type: ignore[method-assign]  # counts the slices tried, and tries them
+
+    async def scenario() -> None:
+        shadow.submit(_filter_answered(live_book, nodes))
+        idle.busy()  # a request began to be read before the slice's timer ran
+        await asyncio.sleep(0.05)
+        assert shadow.timer is None
+        assert steps == 1
+        assert shadow.waiting() == 1
+        idle.done()  # answered: the slice is tried again
+        await _drained(shadow)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        shadow.stop()
+    assert shadow.summary.as_dict()["comparisons"]["filter"]["dropped"] == 0
+    assert shadow.waiting() == 0
+
+
 def came(gap: float, at: float = 100.0) -> Idle:
     """An `Idle` whose latest request came `gap` seconds after the answer before it, at `at`."""
     idle = Idle()
@@ -160,31 +221,23 @@ def test_one_long_slice_does_not_make_its_kind_look_long() -> None:
 def test_the_queue_keeps_the_live_outcome_not_the_live_decision(tmp_path: Path) -> None:
     """A queued call holds its pod, node contexts and the live decision's outcome: the Decision (and the
     request's names it holds) is freed while the call waits, and the comparison made later is the same."""
-    engine = make_engine("cpp")
-    live_book = load_rule_book([rules_dir(tmp_path / "live", LIVE)], engine)
-    store = RuleStore([rules_dir(tmp_path / "shadow", SHADOW)], make_engine("cpp"))
-    assert store.reload() == "loaded"
+    live_book, shadow, idle = _in_process(tmp_path)
     nodes = [
         make_context(make_node(name, labels={"filter.xy.com": "true"} if name != "k8s-master" else {}), make_usage(cpu))
         for name, cpu in (("k8s-master", 0.2), ("k8s-node1", 0.087), ("k8s-node2", 0.067))
     ]
-    one: dict[str, Any] = make_pod(name="web-1", namespace="default")
-    now = datetime.datetime.now(datetime.UTC)
-    idle = Idle()
-    shadow = Shadow(store, idle, Metrics(), capacity=8, deadline=5.0, inline_work=2000.0)
 
     async def scenario() -> None:
-        decision = evaluate(prepared(live_book), Call(one, nodes, Verb.FILTER, now))
+        answered = _filter_answered(live_book, nodes)
+        decision = answered.decision
         references = sys.getrefcount(decision)
         idle.busy()  # a request is being read: the call waits in the queue
-        shadow.submit(Answered("filter", False, one, nodes, {}, None, now, live_book, decision))
+        shadow.submit(answered)
         gc.collect()
         assert shadow.waiting() == 1
         assert sys.getrefcount(decision) == references  # nothing queued refers to it
         idle.done()
-        deadline = time.monotonic() + 5
-        while shadow.waiting() and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        await _drained(shadow)
 
     try:
         asyncio.run(scenario())
