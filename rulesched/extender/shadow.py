@@ -8,21 +8,22 @@ The event loop works the queue between calls, in slices: a slice is one call's s
 comparison. A slice starts only while no request is being read or answered (`Idle`, kept by the connections:
 a request counts from its first byte to its answer's last byte; a slice that finds one waits to be told it
 was answered, `Idle.when_idle`), and a timer starts it, not the answer, so that a call kube-scheduler sent
-meanwhile is read first. Right after an answer, a slice starts only where it is expected to end before the
-next call arrives (`Pace`: the slices' recent times against the recent gaps after answers of that verb), and
-after `CALM_SECONDS` without a request, as they come. A burst of back-to-back calls leaves gaps
-(kube-scheduler reads each answer and writes the next call), and the comparisons fill those they fit in; the
-others wait in the queue for the pause after the burst. The queue keeps, of each call, what the shadow
-decision needs and the live decision's outcome (`Live`), not the request; while calls wait, what they hold is
-kept out of the cyclic garbage collector's generations (`Held`, `extender/shadow_collector.py`), so that a
-queued burst makes no collections fall in the live answers.
+meanwhile is read first. After an answer, a slice starts only once `AFTER_ANSWER_SECONDS` have passed
+(kube-scheduler is reading the answer) and where it is expected to end before the next call arrives (`Pace`:
+the slices' recent times against the recent gaps after answers of that verb), and after `CALM_SECONDS`
+without a request, as they come. The comparisons of a burst of back-to-back calls wait in the queue for the
+gaps they fit in and the pause after the burst. The queue keeps, of each call, what the shadow decision needs
+and the live decision's outcome (`Live`), not the request; while calls wait, what they hold is kept out of
+the cyclic garbage collector's generations (`Held`, `extender/shadow_collector.py`), so that a queued burst
+makes no collections fall in the live answers.
 
 A shadow decision that needs more than `--shadow-inline-work` of estimated work (the shadow book's caches
 cold after a reload, costly rules) is made smaller first: the call's nodes are made ready for the shadow
 book, `WARM_NODES` a slice (the refresh ahead hands over the nodes it makes ready for the live book too,
 `prepare`, warmed the same way when nothing else waits). One still larger is left to the shadow thread,
 which takes it once no request has been answered for a moment (`Idle.wait`): an evaluation in a thread
-holds the interpreter lock against a call that arrives meanwhile for up to 5 ms.
+holds the interpreter lock against a call that arrives meanwhile, for up to half a millisecond
+(`switching_often`; Python's default is 5 ms).
 
 The shadow evaluation sees exactly what the live one saw: the same pod, the same `now`, the same
 namespace, the same node snapshots: the live node contexts themselves, which are immutable (their node,
@@ -54,7 +55,7 @@ from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.shadow_collector import Held
-from rulesched.extender.shadow_pace import CALM_SECONDS, Pace
+from rulesched.extender.shadow_pace import AFTER_ANSWER_SECONDS, CALM_SECONDS, Pace, switching_often
 from rulesched.extender.shadow_summary import Live, Summary, compare, live_side, log_difference
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
@@ -108,6 +109,8 @@ class Shadow:
         self.large: deque[Queued] = deque()
         """Calls whose shadow decision was still too large for the event loop once their nodes were made ready,
         oldest first: for the shadow thread. With `queue`, at most `capacity`."""
+        self.deciding = 0
+        """Calls the shadow thread took from `large` and has not compared yet (0 or 1)."""
         self.cold: deque[NodeContext] = deque()
         """Nodes to give their memos for the shadow book between calls (`prepare`; at most `capacity`)."""
         self.timer: asyncio.TimerHandle | None = None
@@ -117,7 +120,7 @@ class Shadow:
         self.pace = Pace()
         self.held = Held(capacity)
         self._lock = threading.Lock()
-        """Guards `large` (the event loop and the shadow thread both take from it) and `made`."""
+        """Guards `large` (the event loop and the shadow thread both take from it), `deciding` and `made`."""
         store.listeners.append(self._reloaded)
         metrics.shadow_generation.set_function(lambda: store.book.generation if store.book else 0)
         metrics.shadow_queue.set_function(lambda: float(self.waiting()))
@@ -167,7 +170,8 @@ class Shadow:
         kind = self._next_kind()
         since = time.monotonic() - idle.last
         if since < CALM_SECONDS and not pace.fits(kind, since):
-            self._arm(loop, max(CALM_SECONDS - since, BUSY_SECONDS))  # no sooner: uvloop would spin
+            then = AFTER_ANSWER_SECONDS if since < AFTER_ANSWER_SECONDS else CALM_SECONDS
+            self._arm(loop, max(then - since, BUSY_SECONDS))  # no sooner: uvloop would spin
             return
         started = time.monotonic()
         if not (self._slice() if self.queue else self._warm_cold()):
@@ -269,18 +273,21 @@ class Shadow:
         for a moment (`Idle.wait`)."""
         if not self.idle.wait(self.stopping):
             return  # stopping: `stop` drops what is queued
-        with self.evaluating:
+        with self.evaluating, switching_often():
             with self._lock:
                 if not self.large:
                     return
                 queued = self.large.popleft()
+                self.deciding += 1
             try:
                 decision = self._decide(queued)
+                if decision is not None:
+                    self._compared(queued, decision, "thread")
             except Exception:  # a comparison never takes the worker down; the live answer was sent long ago
                 self._failed(queued)
-                return
-            if decision is not None:
-                self._compared(queued, decision, "thread")
+            finally:
+                with self._lock:
+                    self.deciding -= 1
 
     def _compared(self, queued: Queued, shadow: Decision, where: str) -> None:
         """Compare the call's live and shadow decisions and count the comparison, and `where` it was made (one
@@ -325,7 +332,7 @@ class Shadow:
         return await asyncio.get_running_loop().run_in_executor(self.executor, self._holding, work)
 
     def _holding(self, work: Callable[[], Decision]) -> Decision:
-        with self.evaluating:
+        with self.evaluating, switching_often():
             return work()
 
     def status(self) -> dict[str, Any]:
@@ -344,8 +351,8 @@ class Shadow:
         }
 
     def waiting(self) -> int:
-        """Calls not compared yet."""
-        return len(self.queue) + len(self.large)
+        """Calls not compared yet (the one the shadow thread is deciding too)."""
+        return len(self.queue) + len(self.large) + self.deciding
 
     def stop(self) -> None:
         """Drop what is queued and let the worker end (a comparison under way finishes)."""
