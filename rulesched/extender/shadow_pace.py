@@ -1,6 +1,7 @@
 """The pace of the shadow comparisons (`Pace`): how long their slices take and how long the gaps between calls
-last, as recently seen, so that a slice starts right after an answer only where it should end before the next
-call (`extender/shadow.py` makes the slices).
+last, as recently seen, so that a slice starts soon after an answer (`AFTER_ANSWER_SECONDS`) only where it
+should end before the next call (`extender/shadow.py` makes the slices); and the shadow thread's share of the
+interpreter lock (`switching_often`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ slice returns): the gap it came after was shorter than it looks."""
 
 
 class Pace:
-    """How long the slices take and the gaps between calls last, as recently seen: a slice is made right after
-    an answer only where it is expected to end before the next call arrives, so that back-to-back calls are
+    """How long the slices take and the gaps between calls last, as recently seen: a slice is made soon after an
+    answer only where it is expected to end before the next call arrives, so that back-to-back calls are
     not delayed by the comparisons of the calls before them. The gap expected after an answer is the recent
     gaps after answers of its verb (kube-scheduler scores with its own plugins between filter and prioritize,
     binds and filters with its own between prioritize and the next filter): it follows a shorter one at once,
