@@ -18,9 +18,11 @@ the cyclic garbage collector's generations (`Held`, `extender/shadow_collector.p
 makes no collections fall in the live answers.
 
 A shadow decision that needs more than `--shadow-inline-work` of estimated work (the shadow book's caches
-cold after a reload, costly rules) is made smaller first: the call's nodes are made ready for the shadow
-book, `WARM_NODES` a slice (the refresh ahead hands over the nodes it makes ready for the live book too,
-`prepare`, warmed the same way when nothing else waits). One still larger is left to the shadow thread,
+cold after a reload, a pod whose per-pod rules have not run, costly rules) is made smaller first: the call's
+nodes are made ready for the shadow book, `WARM_NODES` a slice, and the call decided over them alone, so
+that the book's caches keep its results on them (the refresh ahead hands over the nodes it makes ready for
+the live book too, `prepare`, warmed the same way when nothing else waits). One still larger once all its
+nodes had their turn (rules costlier than the budget on a few nodes) is left to the shadow thread,
 which takes it once no request has been answered for a moment (`Idle.wait`): an evaluation in a thread
 holds the interpreter lock against a call that arrives meanwhile, for up to half a millisecond
 (`switching_often`; Python's default is 5 ms).
@@ -69,8 +71,9 @@ the calm (a poll while there is work queued, and only then): a millisecond, uvlo
 due sooner runs at once, and one set again and again would spin). A slice that found a request being read or
 answered waits to be told the request was answered (`Idle.when_idle`), without a poll."""
 WARM_NODES = 8
-"""Nodes given their memos for the shadow book in one slice, when a call's shadow decision is too large for the
-event loop (its caches cold: a reload, new nodes): about 40 µs a node."""
+"""Nodes made ready for the shadow book in one slice, when a call's shadow decision is too large for the event
+loop (its caches cold: a reload, new nodes, a new pod): their memos (about 40 µs a node) and the call's results
+on them."""
 
 
 @dataclass(slots=True)
@@ -230,13 +233,18 @@ class Shadow:
         return None
 
     def _warm(self, queued: Queued) -> None:
-        """The next `WARM_NODES` of a large call's nodes given their memos for the shadow book; once all have
-        them, the call goes to `large`."""
+        """The next `WARM_NODES` of a large call's nodes made ready for the shadow book: their memos, and the
+        call decided over them alone, within `--shadow-inline-work` (what the book's caches keep of that
+        decision, its per-pod results on these nodes, the whole decision finds). Once all had their turn, the
+        call is tried whole again; still too large, it goes to `large`."""
         contexts, book = queued.call.nodes, self.store.book
         if book is None or queued.warmed >= len(contexts):
             self._enlarge(self.queue.popleft())
             return
-        warm(prepared(book), contexts[queued.warmed : queued.warmed + WARM_NODES])
+        chunk = contexts[queued.warmed : queued.warmed + WARM_NODES]
+        warm(prepared(book), chunk)
+        with contextlib.suppress(NeedsEvaluationError), within(self.inline_work):
+            self._evaluate(book, queued.call._replace(nodes=chunk))
         queued.warmed += WARM_NODES
 
     def _warm_cold(self) -> bool:

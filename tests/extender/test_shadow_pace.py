@@ -286,3 +286,36 @@ def test_the_shadow_thread_hands_the_interpreter_lock_over_within_half_a_millise
     assert shadow.status()["made"] == {"betweenCalls": 0, "thread": 1}
     assert SWITCH_SECONDS in seen
     assert sys.getswitchinterval() == before
+
+
+def test_a_large_shadow_decision_is_made_on_the_event_loop_once_its_nodes_had_their_results(tmp_path: Path) -> None:
+    """A new pod's shadow decision over 1000 nodes, its per-pod score not run yet on any: too large for the
+    event loop. Before, once its nodes had their memos it still was, and went to the shadow thread (which holds
+    the interpreter lock against the calls arriving meanwhile); now each slice also decides the call over its
+    `WARM_NODES`, the caches keep those results, and the whole decision then fits."""
+    live_book = load_rule_book([rules_dir(tmp_path / "live", LIVE)], make_engine("cpp"))
+    pod_scored = SHADOW.replace(
+        "expression: variables.cpuUsed", "expression: variables.cpuUsed * double(size(pod.metadata.name))"
+    )
+    store = RuleStore([rules_dir(tmp_path / "shadow", pod_scored)], make_engine("cpp"))
+    assert store.reload() == "loaded"
+    idle = Idle()
+    shadow = Shadow(store, idle, Metrics(), capacity=8, deadline=5.0, inline_work=2000.0)
+    nodes = [
+        make_context(make_node(f"node-{i}", labels={"filter.xy.com": "true"}), make_usage(i / 1000))
+        for i in range(1000)
+    ]
+    pod: dict[str, Any] = make_pod(name="web-1", namespace="default")
+    now = datetime.datetime.now(datetime.UTC)
+    decision = evaluate(prepared(live_book), Call(pod, nodes, Verb.PRIORITIZE, now))
+
+    async def scenario() -> None:
+        shadow.submit(Answered("prioritize", False, pod, nodes, {}, None, now, live_book, decision))
+        await _drained(shadow)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        shadow.stop()
+    assert shadow.status()["made"] == {"betweenCalls": 1, "thread": 0}
+    assert shadow.summary.as_dict()["comparisons"]["prioritize"] == {"same": 0, "differs": 1, "dropped": 0}
