@@ -5,17 +5,17 @@ A call is handed over once its answer was sent (`Answered`), to a bounded queue 
 is full, the call's comparison is dropped and counted, never queued without limit).
 
 The event loop works the queue between calls, in slices: a slice is one call's shadow decision and its
-comparison. A slice starts only while no request is being read or answered (`Idle`, kept by the connections:
-a request counts from its first byte to its answer's last byte; a slice that finds one waits to be told it
-was answered, `Idle.when_idle`), and a timer starts it, not the answer, so that a call kube-scheduler sent
+comparison. A slice starts only while no request is being read or answered (`Idle`, kept by the connections: a
+request counts from its first byte to its answer's last byte; a slice that finds one waits to be told it was
+answered, `Idle.when_idle`), and a timer starts it, not the answer, so that a call kube-scheduler sent
 meanwhile is read first. After an answer, a slice starts only once `AFTER_ANSWER_SECONDS` have passed
 (kube-scheduler is reading the answer) and where it is expected to end before the next call arrives (`Pace`:
-the slices' recent times against the recent gaps after answers of that verb), and after `CALM_SECONDS`
-without a request, as they come. The comparisons of a burst of back-to-back calls wait in the queue for the
-gaps they fit in and the pause after the burst. The queue keeps, of each call, what the shadow decision needs
-and the live decision's outcome (`Live`), not the request; while calls wait, what they hold is kept out of
-the cyclic garbage collector's generations (`Held`, `extender/shadow_collector.py`), so that a queued burst
-makes no collections fall in the live answers.
+the slices' recent times against the recent gaps after answers of that verb), and once the next call is
+overdue (`Pace.overdue`: later than those gaps, `CALM_SECONDS` at the least), as they come. The comparisons of
+a burst of back-to-back calls wait in the queue for the gaps they fit in and the pause after the burst. The
+queue keeps, of each call, what the shadow decision needs and the live decision's outcome (`Live`), not the
+request; while calls wait, what they hold is kept out of the cyclic garbage collector's generations (`Held`,
+`extender/shadow_collector.py`), so that a queued burst makes no collections fall in the live answers.
 
 A shadow decision that needs more than `--shadow-inline-work` of estimated work (the shadow book's caches
 cold after a reload, a pod whose per-pod rules have not run, costly rules) is made smaller first: the call's
@@ -57,7 +57,7 @@ from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.shadow_collector import Held
-from rulesched.extender.shadow_pace import AFTER_ANSWER_SECONDS, CALM_SECONDS, Pace, switching_often
+from rulesched.extender.shadow_pace import Pace, switching_often
 from rulesched.extender.shadow_summary import Live, Summary, compare, live_side, log_difference
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
@@ -172,9 +172,8 @@ class Shadow:
             return
         kind = self._next_kind()
         since = time.monotonic() - idle.last
-        if since < CALM_SECONDS and not pace.fits(kind, since):
-            then = AFTER_ANSWER_SECONDS if since < AFTER_ANSWER_SECONDS else CALM_SECONDS
-            self._arm(loop, max(then - since, BUSY_SECONDS))  # no sooner: uvloop would spin
+        if not (pace.fits(kind, since) or pace.overdue(since)):
+            self._arm(loop, max(pace.next_look(since) - since, BUSY_SECONDS))  # no sooner: uvloop would spin
             return
         started = time.monotonic()
         if not (self._slice() if self.queue else self._warm_cold()):

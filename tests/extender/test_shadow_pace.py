@@ -26,7 +26,7 @@ from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.shadow import Shadow
-from rulesched.extender.shadow_pace import AFTER_ANSWER_SECONDS, SWITCH_SECONDS, Pace
+from rulesched.extender.shadow_pace import AFTER_ANSWER_SECONDS, CALM_SECONDS, SWITCH_SECONDS, Pace
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext
@@ -187,6 +187,30 @@ def test_a_comparison_starts_after_an_answer_only_where_it_should_end_before_the
     assert pace.fits("warm", AFTER_ANSWER_SECONDS)  # a kind never seen is tried: its time is then known
     pace.answered("prioritize", came(0.005))  # now after a prioritize answer: the next filter within 2 ms
     assert not pace.fits("compare filter", AFTER_ANSWER_SECONDS)
+
+
+def test_slices_that_do_not_fit_wait_until_the_next_call_is_overdue() -> None:
+    """Before, slices ran as they came from 2 ms after an answer, whatever the gap expected: at 65 pods a second
+    (13 ms after prioritize's answer) one begun at 12.9 ms held up the next filter. Now, within the gap
+    expected, only those that fit; once the next call is later than that, as they come."""
+    pace = Pace()
+    pace.answered("filter", came(1.0))
+    pace.answered("prioritize", came(0.001))
+    pace.answered("filter", came(0.013))  # 13 ms after prioritize's answer
+    pace.answered("prioritize", came(0.001))  # now after a prioritize answer: 13 ms expected
+    pace.took("warm", 1.0, 1.000_500)
+    assert pace.fits("warm", 0.003)
+    assert not pace.fits("warm", 0.007)  # 0.5 ms is more than half of what is left
+    assert not pace.overdue(0.007)
+    assert pace.next_look(0.007) == pytest.approx(0.013)
+    assert pace.overdue(0.013)
+    assert pace.next_look(0.0005) == AFTER_ANSWER_SECONDS
+    back_to_back = Pace()
+    back_to_back.answered("filter", came(1.0))
+    back_to_back.answered("prioritize", came(0.000_200))
+    back_to_back.answered("filter", came(0.000_200))
+    assert not back_to_back.overdue(CALM_SECONDS - 0.000_100)
+    assert back_to_back.overdue(CALM_SECONDS)  # the burst is over: as they come
 
 
 def test_the_gap_expected_follows_a_shorter_one_at_once_and_a_longer_one_slowly() -> None:
