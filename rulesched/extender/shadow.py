@@ -57,7 +57,7 @@ from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.shadow_collector import Held
-from rulesched.extender.shadow_pace import Pace, switching_often
+from rulesched.extender.shadow_pace import AFTER_ANSWER_SECONDS, Pace, switching_often
 from rulesched.extender.shadow_summary import Live, Summary, compare, live_side, log_difference
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
@@ -149,7 +149,7 @@ class Shadow:
                 pass
             return
         self.held.hold(queued=True)
-        self._arm(loop, 0.0)
+        self._arm(loop, AFTER_ANSWER_SECONDS)  # an answer was just sent: no slice sooner
 
     def _arm(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
         if self.timer is None:
@@ -187,9 +187,10 @@ class Shadow:
             self.held.release()
 
     def _unpark(self) -> None:
+        """A request was answered: the next slice no sooner than `AFTER_ANSWER_SECONDS` from now."""
         self.parked = False
         if not self.stopping.is_set():
-            self._arm(asyncio.get_running_loop(), 0.0)
+            self._arm(asyncio.get_running_loop(), AFTER_ANSWER_SECONDS)
 
     def _next_kind(self) -> str:
         """What the next slice does, as `Pace` tells slices apart."""
