@@ -158,6 +158,7 @@ class Decision:
         "_all_passed",
         "_errors",
         "_exact",
+        "_flags",
         "_later",
         "_nodes",
         "_rejecting",
@@ -200,6 +201,8 @@ class Decision:
         """`_scores` are the verdicts' own (no node without a score)."""
         self._all_passed = False
         """Every candidate passed (no filter ran: a prioritize call)."""
+        self._flags: bytes | None = None
+        """`passed_flags()`, once counted (by `outcome` for a filter answer)."""
         self._top: tuple[int, list[tuple[str, int]]] | None = None
         """The longest `top` asked so far, and what it found (the decision log asks for three, the shadow
         comparison for one)."""
@@ -259,7 +262,7 @@ class Decision:
     @nodes.setter
     def nodes(self, nodes: dict[str, NodeDecision]) -> None:
         self.names, self.verdicts, self._nodes, self._shared = list(nodes), list(nodes.values()), nodes, False
-        self._scores, self._all_passed, self._top = None, False, None
+        self._scores, self._all_passed, self._top, self._flags = None, False, None, None
 
     def set_verdicts(
         self, names: list[str], verdicts: list[NodeDecision], *, shared: bool = False, filtered: bool = True
@@ -267,7 +270,7 @@ class Decision:
         """The candidates' names and verdicts, in candidate order (no name twice); `shared`: the verdicts may be
         shared by several nodes and name none; not `filtered`: no filter ran, every candidate passed."""
         self.names, self.verdicts, self._nodes, self._shared, self._scores = names, verdicts, None, shared, None
-        self._all_passed, self._top = not filtered, None
+        self._all_passed, self._top, self._flags = not filtered, None, None
 
     @property
     def passed(self) -> list[str]:
@@ -277,7 +280,7 @@ class Decision:
     def outcome(self) -> tuple[list[str], dict[str, str], dict[str, str]]:
         """The names of the candidates that passed, and the reasons of those that did not: by name, those that
         preemption may help (resolvable) and the others; in candidate order, with C-level passes."""
-        flags = bytes(map(_PASSED, self.verdicts))  # 1 for passed: flipped for the others in one C call
+        flags = self._flags = bytes(map(_PASSED, self.verdicts))  # 1 for passed: flipped for the others in one C call
         passed = list(itertools.compress(self.names, flags))
         if len(passed) == len(flags):
             self._rejecting = (self.verdicts, [])
@@ -293,6 +296,13 @@ class Decision:
         resolvable = list(map(_RESOLVABLE, verdicts))
         failed = {name: reasons[name] for name in itertools.compress(reasons, resolvable)}
         return passed, failed, {name: reason for name, reason in reasons.items() if name not in failed}
+
+    def passed_flags(self) -> bytes:
+        """Each candidate passed (1) or not (0), in candidate order: counted once (by `outcome`, for a filter
+        answer), and not at all when no filter ran (a prioritize call: all passed)."""
+        if self._flags is None:
+            self._flags = b"\x01" * len(self.verdicts) if self._all_passed else bytes(map(_PASSED, self.verdicts))
+        return self._flags
 
     def scores(self) -> list[int]:
         """Each candidate's score in candidate order, 0 for a node without one (kube-scheduler's reading);

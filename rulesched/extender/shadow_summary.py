@@ -34,7 +34,6 @@ NODES_SHOWN = 10
 """Differing nodes named in one example or log line (all are counted)."""
 
 
-_PASSED = operator.attrgetter("passed")
 log = logging.getLogger("rulesched.decision")
 
 
@@ -106,7 +105,7 @@ class Live(NamedTuple):
 
 def live_side(verb: str, decision: Decision) -> Live:
     """The live decision of a `verb` call, as `compare` compares it."""
-    passed = bytes(map(_PASSED, decision.verdicts))
+    passed = decision.passed_flags()
     if verb == "filter":
         return Live(verb, passed, None, None, rejections(decision), decision.generation)
     return Live(verb, passed, decision.scores(), top_node(decision), Counter(), decision.generation)
@@ -115,7 +114,7 @@ def live_side(verb: str, decision: Decision) -> Live:
 def compare(pod: Mapping[str, Any], nodes: Sequence[NodeContext], live: Live, shadow: Decision) -> Comparison:
     """Compare the live and the shadow decision of one call over the same candidates `nodes`, in one order. C-level
     passes only: every call of a burst is compared, between calls."""
-    theirs = bytes(map(_PASSED, shadow.verdicts))
+    theirs = shadow.passed_flags()
     passed = (live.passed.count(1), theirs.count(1))
     if live.verb == "filter":
         differing, names = _differing(nodes, live.passed, theirs)
