@@ -1,6 +1,6 @@
 """The shadow scenario: does a shadow book compare every call of a burst, and what does it cost the live answers?
 
-Usage: `python bench/shadow.py [--sizes 500,1000] [--pods 300] [--rounds 2] [--rate 65] [--json FILE]`
+Usage: `python bench/shadow.py [--sizes 500,1000] [--pods 300] [--rounds 2] [--rate 65] [--control] [--json FILE]`
 (`bench/run.py --only shadow-burst` runs it too, small, after its HTTP scenarios.)
 
 Two rulesched servers with the same live rules (the founding example, names mode): `live-only` without a
@@ -13,6 +13,10 @@ answer is read) and `paced` (`--rate` pods a second, the rate of a real kube-sch
 Back to back, the servers take turns by round (the first alternates), each getting a whole burst in a
 row, so that the shadow server's queue sees the burst as kube-scheduler would send it; paced, they take
 turns within each pod's slot, so that a noisy machine slows them alike. Repeat rounds on a noisy machine.
+
+With `--control`, a third server, `control`, the same as `live-only`, is sent the same calls: its ratios to
+`live-only` are what the machine's noise alone makes of two identical servers in that run, the yardstick for
+the shadowed server's.
 
 For each server and pacing: the live answers' p50 and p99 (ms); for `shadowed`, how many calls were
 compared and dropped (its `rulesched_shadow_comparisons_total`, read once the queue has drained, bounded
@@ -48,6 +52,8 @@ SERVERS = (
     Server("live-only", "rulesched", "founding", "cpp", (), options=QUICK_RELOAD),
     Server("shadowed", "rulesched", "founding", "cpp", (), shadow="pod-dependent", options=QUICK_RELOAD),
 )
+CONTROL = Server("control", "rulesched", "founding", "cpp", (), options=QUICK_RELOAD)
+"""With `--control`: `live-only` again, whose ratios to it are the run's own noise."""
 RATE = 65.0
 """Pods a second when paced: a real kube-scheduler's 500-pod burst, limited by its API server."""
 MAX_SECONDS = 300.0
@@ -189,8 +195,9 @@ def paced(targets: Sequence[Target], pods: Iterator[JSON | None], nodes: Sequenc
         client.close()
 
 
-def run(sizes: Sequence[int], pods: int, rounds: int, rate: float) -> list[JSON]:
-    """Every size and pacing, `rounds` rounds of `pods` pods each; one result per (size, pacing, server)."""
+def run(sizes: Sequence[int], pods: int, rounds: int, rate: float, *, control: bool = False) -> list[JSON]:
+    """Every size and pacing, `rounds` rounds of `pods` pods each; one result per (size, pacing, server), and
+    for `CONTROL` too with `control`."""
     results: list[JSON] = []
     stop_at = time.monotonic() + MAX_SECONDS
     workload = make_workload(max(sizes))
@@ -200,7 +207,7 @@ def run(sizes: Sequence[int], pods: int, rounds: int, rate: float) -> list[JSON]
             contextlib.ExitStack() as stack,
         ):
             targets = []
-            for server in SERVERS:
+            for server in (*SERVERS, CONTROL) if control else SERVERS:
                 files = Path(directory) / server.name
                 files.mkdir()
                 write_inputs(workload, files)
@@ -220,7 +227,7 @@ def run(sizes: Sequence[int], pods: int, rounds: int, rate: float) -> list[JSON]
 
 def table(results: Sequence[JSON]) -> str:
     """The results as a Markdown table, the shadow server's latencies also as ratios to the live-only one's."""
-    base = {(r["size"], r["pacing"]): r for r in results if "shadow" not in r}
+    base = {(r["size"], r["pacing"]): r for r in results if r["server"] == "live-only"}
     lines = [
         "| nodes | pacing | server | pods | filter p50 / p99 ms | prioritize p50 / p99 ms "
         "| x live-only: filter p50, p99; prioritize p50, p99 | reloads | compared | dropped "
@@ -260,10 +267,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=300, help="pods per round (at most 2000)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds per server (at most 10)")
     parser.add_argument("--rate", type=float, default=RATE, help="pods a second when paced")
+    parser.add_argument("--control", action="store_true", help="also a second live-only server: the run's noise")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     sizes = [min(int(n), 5000) for n in args.sizes.split(",") if n.strip()]
-    results = run(sizes, min(args.pods, 2000), min(args.rounds, 10), args.rate)
+    results = run(sizes, min(args.pods, 2000), min(args.rounds, 10), args.rate, control=args.control)
     print(table(results))
     if args.json:
         args.json.write_bytes(orjson.dumps({"results": results}, option=orjson.OPT_INDENT_2))

@@ -34,9 +34,11 @@ def run(command: list[str], output: Path) -> tuple[dict[str, Any], str]:
     return report, finished.stdout
 
 
-def assert_sane(results: list[dict[str, Any]], pods: int, size: int) -> None:
+def assert_sane(
+    results: list[dict[str, Any]], pods: int, size: int, servers: tuple[str, ...] = ("live-only", "shadowed")
+) -> None:
     found = {(r["server"], r["pacing"]): r for r in results}
-    assert set(found) == {(s, p) for s in ("live-only", "shadowed") for p in ("back-to-back", "paced")}
+    assert set(found) == {(s, p) for s in servers for p in ("back-to-back", "paced")}
     for result in found.values():
         assert result["size"] == size
         assert result["pods"] == pods  # the reload in the middle is no pod
@@ -55,6 +57,20 @@ def test_shadow_burst_reports_compared_and_dropped_beside_the_live_latency(tmp_p
     report, stdout = run(command, tmp_path / "shadow.json")
     assert_sane(report["results"], pods=10, size=60)
     assert "| 60 | back-to-back | shadowed | 10 |" in stdout
+
+
+def test_a_control_server_shows_the_runs_own_noise(tmp_path: Path) -> None:
+    """`--control`: a second server without shadow rules, sent the same calls, its ratios to the first beside
+    the shadowed server's."""
+    command = [str(ROOT / "bench" / "shadow.py"), "--sizes", "60", "--pods", "10", "--rounds", "1", "--control"]
+    report, stdout = run(command, tmp_path / "shadow.json")
+    assert_sane(report["results"], pods=10, size=60, servers=("live-only", "shadowed", "control"))
+    rows = stdout.splitlines()
+    assert len([row for row in rows if "| control | 10 |" in row]) == 2
+    live = [row for row in rows if "| live-only | 10 |" in row]
+    assert len(live) == 2
+    assert all("| 1.0, 1.0, 1.0, 1.0 |" in row for row in live)  # the ratios are to live-only, not to the control
+    assert all("shadow" not in r for r in report["results"] if r["server"] == "control")
 
 
 def test_the_benchmark_runs_the_shadow_burst_when_asked(tmp_path: Path) -> None:
