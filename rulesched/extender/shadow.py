@@ -11,7 +11,7 @@ answered, `Idle.when_idle`), and a timer starts it, not the answer, so that a ca
 meanwhile is read first. After an answer, a slice starts only once `AFTER_ANSWER_SECONDS` have passed
 (kube-scheduler is reading the answer) and where it is expected to end before the next call arrives (`Pace`:
 the slices' recent times against the recent gaps after answers of that verb), and once the next call is
-overdue (`Pace.overdue`: twice those gaps, `CALM_SECONDS` at the least), as they come. The comparisons of
+overdue (`Pace.overdue`: later than those gaps, `CALM_SECONDS` at the least), as they come. The comparisons of
 a burst of back-to-back calls wait in the queue for the gaps they fit in and the pause after the burst. The
 queue keeps, of each call, what the shadow decision needs and the live decision's outcome (`Live`), not the
 request; while calls wait, what they hold is kept out of the cyclic garbage collector's generations (`Held`,

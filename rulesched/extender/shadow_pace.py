@@ -14,11 +14,8 @@ from rulesched.extender.answered import Idle
 
 CALM_SECONDS = 0.002
 """After an answer, slices are made only where they are expected to end before the next call arrives (`Pace`),
-until the next call is overdue (`OVERDUE` times the gap expected, and at least this long after the answer):
-then as they come."""
-OVERDUE = 2.0
-"""The next call is overdue this many times the gap expected after the answer: the gap expected follows the
-shortest recent one, and kube-scheduler's gaps vary (its own plugins, the API server's pace)."""
+until the next call is overdue (later than the gap expected, and at least this long after the answer): then as
+they come."""
 AFTER_ANSWER_SECONDS = 0.0015
 """No slice starts sooner than this after an answer, however long the gap expected: kube-scheduler is still
 reading the answer and acting on it (on a control-plane node, perhaps beside the extender), and work of ours
@@ -64,16 +61,16 @@ class Pace:
         self.last_verb = verb
 
     def overdue(self, since: float) -> bool:
-        """Whether the next call, `since` seconds after the answer, is later than expected (`OVERDUE` times the
-        gap expected, `CALM_SECONDS` at the least): the gaps have grown, or the burst is over."""
-        return since >= max(CALM_SECONDS, OVERDUE * self.gaps.get(self.last_verb or "", 0.0))
+        """Whether the next call, `since` seconds after the answer, is later than expected (`CALM_SECONDS` at the
+        least): the gaps have grown, or the burst is over."""
+        return since >= max(CALM_SECONDS, self.gaps.get(self.last_verb or "", 0.0))
 
     def next_look(self, since: float) -> float:
         """How long after the answer a slice that neither fits nor is overdue now, `since` seconds after it, may
         next: once `AFTER_ANSWER_SECONDS` have passed (a slice may fit then), or once the next call is overdue."""
         if since < AFTER_ANSWER_SECONDS:
             return AFTER_ANSWER_SECONDS
-        return max(CALM_SECONDS, OVERDUE * self.gaps.get(self.last_verb or "", 0.0))
+        return max(CALM_SECONDS, self.gaps.get(self.last_verb or "", 0.0))
 
     def fits(self, kind: str, since: float) -> bool:
         """Whether a slice of `kind` is expected to end before the next call, `since` seconds after the answer
