@@ -135,9 +135,9 @@ class Settings(BaseSettings):
     comparison is dropped (counted as `dropped`), never queued without limit."""
     shadow_inline_work: float = Field(2000.0, ge=0)
     """Estimated microseconds of one shadow decision made on the event loop, between calls; a call whose
-    shadow decision needs more has its nodes made ready for the shadow book a few at a time first, and, if
-    it still needs more, is decided in the shadow thread in a pause. 0: only what the shadow book's caches
-    answer is decided on the event loop."""
+    shadow decision needs more has its nodes made ready for the shadow book a few at a time first (their
+    memos, and the call decided over them alone), and, if it still needs more, is decided in the shadow
+    thread in a pause. 0: only what the shadow book's caches answer is decided on the event loop."""
     record_dir: Path | None = None
     """Record every filter and prioritize call, with the node, metrics, pod and namespace state it saw, in
     this directory (gzip JSON Lines segments, docs/operations/recording.md), for `rulesched replay`. Off
