@@ -79,3 +79,16 @@ def test_the_benchmark_runs_the_shadow_burst_when_asked(tmp_path: Path) -> None:
     assert (report["scenarios"], report["burst"]) == ([], [])  # --only shadow-burst: nothing else
     assert_sane(report["shadow_burst"], pods=12, size=100)
     assert "Shadow burst (names mode; bench/shadow.py)" in stdout
+
+
+def test_the_handoff_benchmark_measures_both_kinds_of_second_process(tmp_path: Path) -> None:
+    """`bench/shadow_handoff.py`: what handing a call on costs in process, and what sending its state to a
+    second process would (the bytes a call, and to pickle them)."""
+    command = [str(ROOT / "bench" / "shadow_handoff.py"), "--sizes", "60", "--repeat", "3"]
+    report, stdout = run(command, tmp_path / "handoff.json")
+    (found,) = report["results"]
+    assert found["size"] == 60
+    assert found["statelessProcess"]["bytes"] > 10 * found["statefulProcess"]["bytes"] > 0
+    assert found["inProcess"]["submitMs"] > 0
+    assert found["statelessProcess"]["pickleMs"] > 0
+    assert "| 60 |" in stdout
