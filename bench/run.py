@@ -160,6 +160,19 @@ class Scenario:
         }
 
 
+def sizes_of(text: str) -> list[int]:
+    """A `--sizes` option: comma-separated candidate counts, each at most 5000."""
+    return [min(int(n), 5000) for n in text.split(",") if n.strip()]
+
+
+def reported(table: str, results: list[JSON], path: Path | None) -> int:
+    """The table printed and, with `path`, the results written there as JSON; the exit status."""
+    print(table)
+    if path:
+        path.write_bytes(orjson.dumps({"results": results}, option=orjson.OPT_INDENT_2))
+    return 0
+
+
 def percentiles(samples: Sequence[float]) -> JSON:
     ordered = sorted(samples)
     if not ordered:

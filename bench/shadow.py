@@ -41,7 +41,7 @@ import orjson
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.run import Client, Server, percentiles, request_body, started, write_inputs
+from bench.run import Client, Server, percentiles, reported, request_body, sizes_of, started, write_inputs
 from bench.workload import Workload, make_workload
 
 JSON = dict[str, Any]
@@ -270,12 +270,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--control", action="store_true", help="also a second live-only server: the run's noise")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    sizes = [min(int(n), 5000) for n in args.sizes.split(",") if n.strip()]
+    sizes = sizes_of(args.sizes)
     results = run(sizes, min(args.pods, 2000), min(args.rounds, 10), args.rate, control=args.control)
-    print(table(results))
-    if args.json:
-        args.json.write_bytes(orjson.dumps({"results": results}, option=orjson.OPT_INDENT_2))
-    return 0
+    return reported(table(results), results, args.json)
 
 
 if __name__ == "__main__":

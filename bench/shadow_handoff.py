@@ -28,12 +28,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.run import write_inputs
+from bench.run import reported, sizes_of, write_inputs
 from bench.workload import make_workload
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.sources import FileMetricsSource, FileNodeSource
@@ -129,13 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=30, help="measurements of each (at most 1000)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    sizes = [min(int(n), 5000) for n in args.sizes.split(",") if n.strip()]
+    sizes = sizes_of(args.sizes)
     with tempfile.TemporaryDirectory(prefix="rulesched-handoff-") as directory:
         results = [measure(size, max(1, min(args.repeat, 1000)), Path(directory)) for size in sizes]
-    print(table(results))
-    if args.json:
-        args.json.write_bytes(orjson.dumps({"results": results}, option=orjson.OPT_INDENT_2))
-    return 0
+    return reported(table(results), results, args.json)
 
 
 if __name__ == "__main__":
