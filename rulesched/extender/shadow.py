@@ -14,7 +14,7 @@ the slices' recent times against the recent gaps after answers of that verb), an
 overdue (`Pace.overdue`: later than those gaps, `CALM_SECONDS` at the least), as they come. The comparisons of
 a burst of back-to-back calls wait in the queue for the gaps they fit in and the pause after the burst. The
 queue keeps, of each call, what the shadow decision needs and the live decision's outcome (`Live`), not the
-request; while calls wait, what they hold is kept out of the cyclic garbage collector's generations (`Held`,
+request; while calls wait, no young collection of the cyclic garbage collector falls due (`Held`,
 `extender/shadow_collector.py`), so that a queued burst makes no collections fall in the live answers.
 
 A shadow decision that needs more than `--shadow-inline-work` of estimated work (the shadow book's caches
@@ -148,7 +148,7 @@ class Shadow:
             while self.queue and self._slice():
                 pass
             return
-        self.held.hold(queued=True)
+        self.held.hold()
         self._arm(loop, AFTER_ANSWER_SECONDS)  # an answer was just sent: no slice sooner
 
     def _arm(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
@@ -181,7 +181,6 @@ class Shadow:
             return
         pace.took(kind, started, time.monotonic())
         if self.queue or self.cold:
-            self.held.hold(queued=False)
             self._arm(loop, 0.0)
         else:
             self.held.release()

@@ -8,44 +8,54 @@ each collection walking every waiting call's lists: at 1000 nodes, 1 to 4 ms, in
 answered then (or right after it: `extender/after.py` pays the collection a call owes once its answer is sent,
 before the next call is read).
 
-So while calls wait for their comparison, the objects made so far are moved out of the collector's generations
-(`gc.freeze`, which also resets its counts: no collection is due) after each call is queued and after each
-slice (`Held`). Everything waiting is freed by reference counting once compared, without the collector; when
-the queue is empty, the held objects go back to the oldest generation (`gc.unfreeze`), where a full collection
-finds whatever cyclic garbage was made meanwhile. Held for at most `--shadow-queue` calls queued in a row: under
-a load that never lets the queue empty, the collector runs as usual.
+So while calls wait for their comparison, no young collection falls due (`Held`: the collector's first
+threshold is set out of reach). The calls are freed by reference counting once compared; when the queue is
+empty, the threshold is set back and the young collection owed is paid then, between calls, over what is
+left (what the burst cached, and any cyclic garbage made meanwhile). What `serve` froze at start-up stays
+frozen. Held for at most `--shadow-queue` calls queued in a row: under a load that never lets the queue
+empty, the collector runs as usual.
 """
 
 from __future__ import annotations
 
 import gc
 
+HELD_THRESHOLD = 1 << 30
+"""The collector's first threshold while calls wait: out of reach (0 would turn automatic collection off, and
+`extender/after.py` would read it as a collection owed after every answer)."""
+
 
 class Held:
-    """Holds the objects made so far out of the collector's generations while the shadow queue has calls
-    (`hold`), until it empties (`release`); for at most `bound` calls queued in a row."""
+    """Holds the collector's young collections off while the shadow queue has calls (`hold`), until it empties
+    (`release`); for at most `bound` calls queued in a row."""
 
     def __init__(self, bound: int) -> None:
         self.bound = bound
         self.queued = 0
         """Calls queued since the queue was last empty."""
-        self.frozen = False
+        self.thresholds: tuple[int, int, int] | None = None
+        """The collector's thresholds before the hold, while one is on."""
 
-    def hold(self, *, queued: bool) -> None:
-        """Move every object made so far out of the collector's generations (and its counts to zero), after a
-        call was `queued` or a slice was made. Past `bound` calls queued without the queue emptying, the
-        collector gets back what it holds and runs as usual."""
-        self.queued += queued
-        if self.queued <= self.bound:
-            gc.freeze()
-            self.frozen = True
-        elif self.frozen:
-            gc.unfreeze()
-            self.frozen = False
+    def hold(self) -> None:
+        """A call was queued: no young collection falls due while it waits. Past `bound` calls queued without
+        the queue emptying, the collector runs as usual again."""
+        self.queued += 1
+        if self.queued > self.bound:
+            self._end()
+        elif self.thresholds is None:
+            self.thresholds = gc.get_threshold()
+            gc.set_threshold(HELD_THRESHOLD, *self.thresholds[1:])
 
     def release(self) -> None:
-        """The queue is empty: what was held goes back to the oldest generation."""
-        if self.frozen:
-            gc.unfreeze()
-            self.frozen = False
+        """The queue is empty: the thresholds set back, and the young collection owed paid now."""
+        self._end()
         self.queued = 0
+
+    def _end(self) -> None:
+        if self.thresholds is None:
+            return
+        gc.set_threshold(*self.thresholds)
+        self.thresholds = None
+        counts = gc.get_count()
+        if gc.isenabled() and counts[0] >= gc.get_threshold()[0]:
+            gc.collect(1 if counts[1] >= gc.get_threshold()[1] else 0)

@@ -1,5 +1,5 @@
-"""The shadow comparisons leave the cyclic garbage collector no work to do in a live answer: what the queued calls
-hold is out of the collector's generations until the queue empties (`Held`).
+"""The shadow comparisons leave the cyclic garbage collector no work to do in a live answer: no young collection
+falls due while calls wait for their comparison, and the one owed is paid once the queue empties (`Held`).
 
 Counts and states of the collector only, never durations.
 """
@@ -21,7 +21,7 @@ from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.shadow import Shadow
-from rulesched.extender.shadow_collector import Held
+from rulesched.extender.shadow_collector import HELD_THRESHOLD, Held
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext
@@ -36,9 +36,9 @@ NODES = 400
 
 @pytest.fixture
 def collections() -> Iterator[list[int]]:
-    """The generation of every collection the collector runs while the test does (none held at the start)."""
-    assert gc.get_freeze_count() == 0
+    """The generation of every collection the collector runs while the test does."""
     ran: list[int] = []
+    thresholds = gc.get_threshold()
 
     def seen(phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -49,7 +49,7 @@ def collections() -> Iterator[list[int]]:
         yield ran
     finally:
         gc.callbacks.remove(seen)
-        gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 def _books(tmp_path: Path) -> tuple[RuleBook, RuleStore]:
@@ -72,12 +72,7 @@ def _answered(live: RuleBook, verb: Verb, pod: dict[str, Any], nodes: list[NodeC
     return Answered(verb.value, False, pod, nodes, {}, None, now, live, decision)
 
 
-def _held(found: object) -> bool:
-    """`found` is in none of the collector's generations (held out of them)."""
-    return all(all(o is not found for o in gc.get_objects(generation)) for generation in range(3))
-
-
-def test_queued_calls_are_out_of_the_collectors_generations_until_the_queue_empties(
+def test_no_young_collection_falls_due_while_calls_wait_and_the_one_owed_is_paid_once_the_queue_empties(
     tmp_path: Path, collections: list[int]
 ) -> None:
     """Before, a burst queued behind the live answers made young collections again and again, each walking every
@@ -86,18 +81,18 @@ def test_queued_calls_are_out_of_the_collectors_generations_until_the_queue_empt
     nodes = _nodes()
     idle = Idle()
     shadow = Shadow(store, idle, Metrics(), capacity=16, deadline=5.0, inline_work=1e9)
-    pods = [make_pod(name=f"web-{i}", namespace="default") for i in range(4)]
-    answered = [_answered(live, Verb.FILTER, pod, nodes) for pod in pods]
+    answered = [_answered(live, Verb.FILTER, make_pod(name=f"web-{i}", namespace="default"), nodes) for i in range(4)]
+    thresholds = gc.get_threshold()
+    made: list[list[int]] = []
 
     async def scenario() -> None:
         idle.busy()  # a request is being read: the calls wait in the queue
         for one in answered:
             shadow.submit(one)
-        assert shadow.waiting() == len(pods)
-        assert gc.get_count()[0] < 50  # nothing made before the last call was queued counts for a collection
-        assert gc.is_tracked(pods[0])
-        assert _held(pods[0])
-        assert _held(shadow.queue[0].call.nodes)
+        assert shadow.waiting() == len(answered)
+        collections.clear()
+        made.extend([] for _ in range(5 * thresholds[0]))  # what the live answers make meanwhile, kept
+        assert collections == []
         idle.done()
         deadline = time.monotonic() + 10
         while shadow.waiting() and time.monotonic() < deadline:
@@ -109,27 +104,41 @@ def test_queued_calls_are_out_of_the_collectors_generations_until_the_queue_empt
         asyncio.run(scenario())
     finally:
         shadow.stop()
-    assert gc.get_freeze_count() == 0  # the queue emptied: given back
+    assert gc.get_threshold() == thresholds
+    assert collections  # the collection owed, paid once the queue emptied
+    assert gc.get_count()[0] < thresholds[0]
     assert shadow.summary.as_dict()["comparisons"]["filter"]["dropped"] == 0
 
 
-def test_past_its_bound_the_collector_gets_back_what_it_held(collections: list[int]) -> None:
+def test_what_serve_froze_at_start_up_stays_frozen(collections: list[int]) -> None:
+    """`serve` freezes what it built at start-up, so that full collections never scan it (`settle_garbage_
+    collector`). Before, the queue emptying gave the collector back everything frozen, start-up included."""
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        held = Held(8)
+        held.hold()
+        held.release()
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_past_its_bound_the_collector_runs_as_usual(collections: list[int]) -> None:
     """A load that never lets the queue empty: after `bound` calls queued in a row the collector runs as usual
-    (what it finds garbage is not held without limit), until the queue empties."""
+    (what it finds garbage is not left without limit), until the queue empties."""
+    thresholds = gc.get_threshold()
     held = Held(2)
-    held.hold(queued=True)
-    held.hold(queued=False)  # a slice made: held again, not counted as a call
-    held.hold(queued=True)
-    assert gc.get_freeze_count() > 0
-    held.hold(queued=True)
-    assert gc.get_freeze_count() == 0
-    made: list[list[int]] = [[] for _ in range(1000)]  # the collector runs again
+    held.hold()
+    held.hold()
+    assert gc.get_threshold()[0] == HELD_THRESHOLD
+    held.hold()
+    assert gc.get_threshold() == thresholds
+    made: list[list[int]] = [[] for _ in range(2 * thresholds[0])]  # the collector runs again
     assert collections
-    held.hold(queued=False)
-    assert gc.get_freeze_count() == 0
     held.release()
-    held.hold(queued=True)  # the queue emptied: held again
-    assert gc.get_freeze_count() > 0
+    held.hold()  # the queue emptied: held again
+    assert gc.get_threshold()[0] == HELD_THRESHOLD
     held.release()
-    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == thresholds
     del made
