@@ -84,7 +84,7 @@ class Queued:
     call: Call
     live: Live
     warmed: int = 0
-    """How many of its nodes were given their memos for the shadow book in earlier slices."""
+    """How many of its nodes were made ready for the shadow book in earlier slices (`Shadow._warm`)."""
 
 
 class Shadow:
@@ -197,9 +197,9 @@ class Shadow:
 
     def _slice(self) -> bool:
         """The oldest queued call's shadow decision, within `--shadow-inline-work`, and its comparison. A decision
-        larger than that is made smaller first, `WARM_NODES` of the call's nodes given their memos for the shadow
-        book a slice (what a cold cache costs); one still larger once they all have them goes to `large`. False:
-        nothing done (the shadow thread is evaluating)."""
+        larger than that is made smaller first, `WARM_NODES` of the call's nodes made ready for the shadow book a
+        slice (`_warm`); one still larger once they all were goes to `large`. False: nothing done (the shadow
+        thread is evaluating)."""
         if not self.evaluating.acquire(blocking=False):
             return False
         try:

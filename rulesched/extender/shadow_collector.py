@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import gc
 
+from rulesched.extender.after import collect_owed
+
 HELD_THRESHOLD = 1 << 30
 """The collector's first threshold while calls wait: out of reach (0 would turn automatic collection off, and
 `extender/after.py` would read it as a collection owed after every answer)."""
@@ -56,6 +58,5 @@ class Held:
             return
         gc.set_threshold(*self.thresholds)
         self.thresholds = None
-        counts = gc.get_count()
-        if gc.isenabled() and counts[0] >= gc.get_threshold()[0]:
-            gc.collect(1 if counts[1] >= gc.get_threshold()[1] else 0)
+        if gc.isenabled():
+            collect_owed()

@@ -60,25 +60,24 @@ class Pace:
             self.gaps[before] = gap if gap < seen else seen + (gap - seen) / 8
         self.last_verb = verb
 
+    def _gap(self) -> float:
+        """The gap expected before the next call: the recent gaps after answers of the last verb."""
+        return self.gaps.get(self.last_verb or "", 0.0)
+
     def overdue(self, since: float) -> bool:
         """Whether the next call, `since` seconds after the answer, is later than expected (`CALM_SECONDS` at the
         least): the gaps have grown, or the burst is over."""
-        return since >= max(CALM_SECONDS, self.gaps.get(self.last_verb or "", 0.0))
+        return since >= max(CALM_SECONDS, self._gap())
 
     def next_look(self, since: float) -> float:
         """How long after the answer a slice that neither fits nor is overdue now, `since` seconds after it, may
         next: once `AFTER_ANSWER_SECONDS` have passed (a slice may fit then), or once the next call is overdue."""
-        if since < AFTER_ANSWER_SECONDS:
-            return AFTER_ANSWER_SECONDS
-        return max(CALM_SECONDS, self.gaps.get(self.last_verb or "", 0.0))
+        return AFTER_ANSWER_SECONDS if since < AFTER_ANSWER_SECONDS else max(CALM_SECONDS, self._gap())
 
     def fits(self, kind: str, since: float) -> bool:
         """Whether a slice of `kind` is expected to end before the next call, `since` seconds after the answer
         (never sooner than `AFTER_ANSWER_SECONDS`)."""
-        if since < AFTER_ANSWER_SECONDS:
-            return False
-        gap = self.gaps.get(self.last_verb or "", 0.0)
-        return self.times.get(kind, 0.0) <= FIT * gap - since
+        return since >= AFTER_ANSWER_SECONDS and self.times.get(kind, 0.0) <= FIT * self._gap() - since
 
     def took(self, kind: str, started: float, ended: float) -> None:
         """A slice of `kind` ran from `started` to `ended` (`time.monotonic()`)."""
