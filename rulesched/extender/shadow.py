@@ -205,11 +205,12 @@ class Shadow:
         try:
             queued = self.queue[0]
             try:
-                with within(self.inline_work):
-                    decision = self._decide(queued)
-            except NeedsEvaluationError:
-                self._warm(queued)
-                return True
+                try:
+                    with within(self.inline_work):
+                        decision = self._decide(queued)
+                except NeedsEvaluationError:
+                    self._warm(queued)  # its own evaluation too: a failure drops the call, as one here does
+                    return True
             except Exception:  # the answer is out; a comparison never fails the step after it
                 self._failed(self.queue.popleft())
                 return True
