@@ -1,6 +1,7 @@
 """The shadow scenario: does a shadow book compare every call of a burst, and what does it cost the live answers?
 
-Usage: `python bench/shadow.py [--sizes 500,1000] [--pods 300] [--rounds 2] [--rate 65] [--control] [--json FILE]`
+Usage: `python bench/shadow.py [--sizes 500,1000] [--pacings back-to-back,paced] [--pods 1000] [--rounds 2]
+[--rate 65] [--control] [--json FILE]`
 (`bench/run.py --only shadow-burst` runs it too, small, after its HTTP scenarios.)
 
 Two rulesched servers with the same live rules (the founding example, names mode): `live-only` without a
@@ -11,8 +12,14 @@ middle (live and shadow: the shadow's score turned around, a new book on both si
 empty), then replicas of one workload. Two pacings: `back-to-back` (the next call sent as soon as the
 answer is read) and `paced` (`--rate` pods a second, the rate of a real kube-scheduler's 500-pod burst).
 Back to back, the servers take turns by round (the first alternates), each getting a whole burst in a
-row, so that the shadow server's queue sees the burst as kube-scheduler would send it; paced, they take
-turns within each pod's slot, so that a noisy machine slows them alike. Repeat rounds on a noisy machine.
+row, so that the shadow server's queue sees the burst as kube-scheduler would send it, and the next burst
+waits until its comparisons are made (bounded wait), so that no burst shares the machine with the comparisons
+of the one before; paced, they take turns within each pod's slot, so that a noisy machine slows them alike.
+Repeat rounds on a noisy machine. `--pacings` runs one pacing alone. A round of the default 1000 pods is 500
+distinct ones (a real kube-scheduler's 500-pod burst), the reload, 500 replicas: 2000 calls of each verb a
+server, whose p99 (the 20th slowest) lies past the first calls after each reload, made while the new books'
+caches fill (11-35 ms in a traced run). With 300 pods a round the p99 was the 6th slowest of 600, among those
+first calls: the control's p99 ratios ranged 0.36-1.91 over eight runs, with 1000 pods 0.81-1.07 over five.
 
 With `--control`, a third server, `control`, the same as `live-only`, is sent the same calls: its ratios to
 `live-only` are what the machine's noise alone makes of two identical servers in that run, the yardstick for
@@ -112,15 +119,23 @@ class Target:
         self.filter_ms.append(filter_ms)
         self.prioritize_ms.append(prioritize_ms)
 
+    def drained(self) -> JSON | None:
+        """Once nothing waits for its comparison (bounded wait): the shadow's status then, or None without a
+        shadow book."""
+        if not self.server.shadow:
+            return None
+        deadline = time.monotonic() + DRAIN_SECONDS
+        while True:
+            status: JSON = self.get("/shadow")
+            if status["queue"]["waiting"] == 0 or time.monotonic() > deadline:
+                return status
+            time.sleep(0.05)
+
     def shadow_counts(self) -> JSON:
         """Compared and dropped calls (from the metrics counters, which a reload does not reset) and where
         they were made, once nothing waits for its comparison (bounded wait)."""
-        deadline = time.monotonic() + DRAIN_SECONDS
-        while True:
-            status = self.get("/shadow")
-            if status["queue"]["waiting"] == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+        status = self.drained()
+        assert status is not None  # a shadowed server's
         client = Client(self.port)
         client.connection.request("GET", "/metrics")
         exposition = client.connection.getresponse().read().decode()
@@ -195,13 +210,14 @@ def paced(targets: Sequence[Target], pods: Iterator[JSON | None], nodes: Sequenc
         client.close()
 
 
-def run(sizes: Sequence[int], pods: int, rounds: int, rate: float, *, control: bool = False) -> list[JSON]:
+def run(sizes: Sequence[int], pods: int, rounds: int, rate: float, *, control: bool = False,
+        pacings: Sequence[str] = PACINGS) -> list[JSON]:  # fmt: skip
     """Every size and pacing, `rounds` rounds of `pods` pods each; one result per (size, pacing, server), and
     for `CONTROL` too with `control`."""
     results: list[JSON] = []
     stop_at = time.monotonic() + MAX_SECONDS
     workload = make_workload(max(sizes))
-    for size, pacing in itertools.product(sizes, PACINGS):
+    for size, pacing in itertools.product(sizes, pacings):
         with (
             tempfile.TemporaryDirectory(prefix="rulesched-shadow-bench-") as directory,
             contextlib.ExitStack() as stack,
@@ -219,6 +235,7 @@ def run(sizes: Sequence[int], pods: int, rounds: int, rate: float, *, control: b
                     continue
                 for target in order:
                     back_to_back(target, calls(workload, number, pods), workload.nodes[:size], stop_at)
+                    target.drained()  # the next burst, to this server or another, on a quiet machine
             for target in targets:
                 results.append(target.result(size, pacing))
                 print(orjson.dumps(results[-1]).decode(), file=sys.stderr, flush=True)
@@ -264,14 +281,18 @@ def _ratio(result: JSON, base: JSON, verb: str, q: str) -> float | None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="500,1000", help="comma-separated candidate counts")
-    parser.add_argument("--pods", type=int, default=300, help="pods per round (at most 2000)")
+    parser.add_argument("--pods", type=int, default=1000, help="pods per round (at most 2000)")
+    parser.add_argument("--pacings", default=",".join(PACINGS), help="comma-separated, of: " + ", ".join(PACINGS))
     parser.add_argument("--rounds", type=int, default=2, help="rounds per server (at most 10)")
     parser.add_argument("--rate", type=float, default=RATE, help="pods a second when paced")
     parser.add_argument("--control", action="store_true", help="also a second live-only server: the run's noise")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     sizes = sizes_of(args.sizes)
-    results = run(sizes, min(args.pods, 2000), min(args.rounds, 10), args.rate, control=args.control)
+    pacings = [pacing for pacing in args.pacings.split(",") if pacing]
+    if not pacings or set(pacings) - set(PACINGS):
+        parser.error(f"--pacings: {args.pacings!r} is not a comma-separated list of {', '.join(PACINGS)}")
+    results = run(sizes, min(args.pods, 2000), min(args.rounds, 10), args.rate, control=args.control, pacings=pacings)
     return reported(table(results), results, args.json)
 
 

@@ -35,16 +35,20 @@ def run(command: list[str], output: Path) -> tuple[dict[str, Any], str]:
 
 
 def assert_sane(
-    results: list[dict[str, Any]], pods: int, size: int, servers: tuple[str, ...] = ("live-only", "shadowed")
+    results: list[dict[str, Any]],
+    pods: int,
+    size: int,
+    servers: tuple[str, ...] = ("live-only", "shadowed"),
+    pacings: tuple[str, ...] = ("back-to-back", "paced"),
 ) -> None:
     found = {(r["server"], r["pacing"]): r for r in results}
-    assert set(found) == {(s, p) for s in servers for p in ("back-to-back", "paced")}
+    assert set(found) == {(s, p) for s in servers for p in pacings}
     for result in found.values():
         assert result["size"] == size
         assert result["pods"] == pods  # the reload in the middle is no pod
         assert result["reloads"] == 1, "the rules were not reloaded in the middle"
         assert 0 < result["filter"]["p50"] <= result["filter"]["p99"]
-    for pacing in ("back-to-back", "paced"):
+    for pacing in pacings:
         shadow = found[("shadowed", pacing)]["shadow"]
         assert shadow["calls"] == 2 * pods
         assert shadow["compared"] + shadow["dropped"] == 2 * pods
@@ -71,6 +75,23 @@ def test_a_control_server_shows_the_runs_own_noise(tmp_path: Path) -> None:
     assert len(live) == 2
     assert all("| 1.0, 1.0, 1.0, 1.0 |" in row for row in live)  # the ratios are to live-only, not to the control
     assert all("shadow" not in r for r in report["results"] if r["server"] == "control")
+
+
+def test_one_pacing_runs_alone(tmp_path: Path) -> None:
+    """`--pacings back-to-back`: that pacing's results alone (the paced one takes most of a run's time)."""
+    command = [str(ROOT / "bench" / "shadow.py"), "--sizes", "60", "--pods", "10", "--rounds", "1"]
+    report, stdout = run([*command, "--pacings", "back-to-back"], tmp_path / "shadow.json")
+    assert_sane(report["results"], pods=10, size=60, pacings=("back-to-back",))
+    assert "| paced |" not in stdout
+
+
+def test_an_unknown_pacing_is_refused_with_the_known_ones() -> None:
+    finished = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "shadow.py"), "--pacings", "back-to-back,bursty"],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert finished.returncode == 2
+    assert "--pacings: 'back-to-back,bursty' is not a comma-separated list of back-to-back, paced" in finished.stderr
 
 
 def test_the_benchmark_runs_the_shadow_burst_when_asked(tmp_path: Path) -> None:
