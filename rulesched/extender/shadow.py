@@ -161,7 +161,7 @@ class Shadow:
         """One slice, unless a request is being read or answered; then the next, from a timer again."""
         self.timer = None
         if not (self.queue or self.cold) or self.stopping.is_set():
-            self.held.release()
+            self._emptied()
             return
         loop = asyncio.get_running_loop()
         idle, pace = self.idle, self.pace
@@ -183,7 +183,12 @@ class Shadow:
         if self.queue or self.cold:
             self._arm(loop, 0.0)
         else:
-            self.held.release()
+            self._emptied()
+
+    def _emptied(self) -> None:
+        """Nothing waits: the collector's young collections and the calm of a new burst back (`Held`, `Pace`)."""
+        self.held.release()
+        self.pace.settled()
 
     def _unpark(self) -> None:
         """A request was answered: the next slice no sooner than `AFTER_ANSWER_SECONDS` from now."""

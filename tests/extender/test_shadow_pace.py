@@ -14,6 +14,7 @@ import gc
 import socket
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,13 @@ from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.shadow import Shadow
-from rulesched.extender.shadow_pace import AFTER_ANSWER_SECONDS, CALM_SECONDS, SWITCH_SECONDS, Pace
+from rulesched.extender.shadow_pace import (
+    AFTER_ANSWER_SECONDS,
+    CALM_MAX_SECONDS,
+    CALM_SECONDS,
+    SWITCH_SECONDS,
+    Pace,
+)
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext
@@ -126,6 +133,15 @@ def _filter_answered(live_book: RuleBook, nodes: list[NodeContext]) -> Answered:
     return Answered("filter", False, pod, nodes, {}, None, now, live_book, decision)
 
 
+def _compared_all(shadow: Shadow, scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """`scenario` run on an event loop, the shadow stopped afterwards: every filter call it queued was compared."""
+    try:
+        asyncio.run(scenario())
+    finally:
+        shadow.stop()
+    assert shadow.summary.as_dict()["comparisons"]["filter"]["dropped"] == 0
+
+
 async def _drained(shadow: Shadow) -> None:
     """Once the queue is empty (bounded wait)."""
     deadline = time.monotonic() + 5
@@ -160,11 +176,7 @@ def test_a_comparison_waits_for_a_request_to_be_answered_without_polling(tmp_pat
         idle.done()  # answered: the slice is tried again
         await _drained(shadow)
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        shadow.stop()
-    assert shadow.summary.as_dict()["comparisons"]["filter"]["dropped"] == 0
+    _compared_all(shadow, scenario)
     assert shadow.waiting() == 0
 
 
@@ -233,6 +245,47 @@ def test_a_call_that_waited_for_a_slice_counts_the_gap_up_to_the_slice_only() ->
     pace.took("decide filter", 20.000_100, 20.000_300)
     pace.answered("filter", came(0.000_500, at=20.000_500))  # read 0.2 ms after the slice: it did not wait
     assert pace.gaps["prioritize"] == pytest.approx(0.000_500)
+
+
+def test_each_call_that_waited_for_a_slice_makes_the_next_wait_longer_before_slices_run_as_they_come() -> None:
+    """Back to back on a busy machine, the client often pauses for a core: each pause past the calm began slices as
+    they came, and the call after it waited for the one under way. Each such call doubles the calm (up to
+    `CALM_MAX_SECONDS`); once the queue is empty (`settled`), the next burst starts from `CALM_SECONDS`."""
+    pace = Pace()
+    pace.answered("filter", came(1.0))
+    pace.answered("prioritize", came(0.000_200))  # back to back: 0.2 ms expected after filter's answer
+    assert pace.overdue(CALM_SECONDS)
+    pace.took("compare filter", 10.002, 10.002_700)  # overdue at 2 ms, for 0.7 ms
+    pace.answered("filter", came(0.002_500, at=10.002_710))  # read 10 µs after it ended: it had waited
+    assert (pace.overdue(CALM_SECONDS), pace.overdue(2 * CALM_SECONDS)) == (False, True)
+    assert pace.next_look(AFTER_ANSWER_SECONDS) == 2 * CALM_SECONDS
+    for started in (20.0, 30.0, 40.0, 50.0):  # more calls held up: never calmer than `CALM_MAX_SECONDS`
+        pace.took("compare filter", started, started + 0.000_700)
+        pace.answered("filter", came(0.000_800, at=started + 0.000_710))
+    assert pace.calm == CALM_MAX_SECONDS
+    assert pace.overdue(CALM_MAX_SECONDS)
+    assert not pace.overdue(CALM_MAX_SECONDS - 0.000_100)
+    pace.took("compare filter", 60.0, 60.000_700)
+    pace.answered("filter", came(0.001, at=60.000_900))  # read 0.2 ms after the slice ended: it did not wait
+    assert pace.calm == CALM_MAX_SECONDS  # only an empty queue ends the burst
+    pace.settled()
+    assert pace.overdue(CALM_SECONDS)
+
+
+def test_the_burst_after_an_emptied_queue_starts_calm_again(tmp_path: Path) -> None:
+    """The shadow tells its `Pace` when the queue empties, as it tells the collector (`Held`)."""
+    live_book, shadow, _idle = _in_process(tmp_path)
+    nodes = [make_context(make_node("k8s-node1", labels={"filter.xy.com": "true"}), make_usage(0.1))]
+    shadow.pace.took("compare filter", 10.0, 10.000_700)
+    shadow.pace.answered("filter", came(0.000_800, at=10.000_710))  # a call held up by a slice
+    assert shadow.pace.calm == 2 * CALM_SECONDS
+
+    async def scenario() -> None:
+        shadow.submit(_filter_answered(live_book, nodes))
+        await _drained(shadow)
+
+    _compared_all(shadow, scenario)
+    assert shadow.pace.calm == CALM_SECONDS
 
 
 def test_one_long_slice_does_not_make_its_kind_look_long() -> None:
