@@ -20,7 +20,8 @@ The other scenarios have a script each: `poll.py` (the first request after a met
 (memory per cached node), `burst.py` (replicas whose placements feed `recent` and `pods`),
 `http_floor.py` (uvicorn's options), `stages.py` (where a request's time goes), `memory.py` (RSS over
 100,000 new workloads), `shadow.py` (a burst with a shadow book: compared, dropped, the live latency beside
-a server without one; also run here after the burst scenario, `--only shadow-burst`).
+a server without one; also run here after the burst scenario, `--only shadow-burst`), `real_scheduler.py` (a
+real kube-scheduler and kube-apiserver, the caller's binaries, with and without shadow rules).
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ class Server:
     """More arguments for the floor server (its event loop, parser, application) or for rulesched."""
     shadow: str | None = None
     """rulesched only: the rule set loaded as its shadow rules (`--shadow-rules`), decided after each answer."""
+    kubeconfig: str | None = None
+    """rulesched only: a real cluster's kubeconfig; nodes, pods and namespaces then come from its API, not
+    from `nodes.json` (bench/real_scheduler.py)."""
 
     def argv(self, port: int, files: Path) -> list[str]:
         nodes, metrics = str(files / "nodes.json"), str(files / "metrics.json")
@@ -124,9 +128,10 @@ class Server:
         assert self.rules is not None
         assert self.engine is not None
         shadow = ["--shadow-rules", str(files / f"rules-{self.shadow}")] if self.shadow else []
+        cluster = ["--kubeconfig", self.kubeconfig] if self.kubeconfig else ["--nodes", nodes, "--cluster", "off"]
         return [
             sys.executable, "-m", "rulesched", "serve", "--rules", str(files / f"rules-{self.rules}"),
-            "--nodes", nodes, "--metrics", metrics, "--cluster", "off", "--cel-engine", self.engine,
+            *cluster, "--metrics", metrics, "--cel-engine", self.engine,
             "--port", str(port), *shadow, *self.options,
         ]  # fmt: skip
 
@@ -165,11 +170,12 @@ def sizes_of(text: str) -> list[int]:
     return [min(int(n), 5000) for n in text.split(",") if n.strip()]
 
 
-def reported(table: str, results: list[JSON], path: Path | None) -> int:
-    """The table printed and, with `path`, the results written there as JSON; the exit status."""
+def reported(table: str, results: list[JSON], path: Path | None, extra: JSON | None = None) -> int:
+    """The table printed and, with `path`, the results written there as JSON (with `extra`'s keys beside
+    them); the exit status."""
     print(table)
     if path:
-        path.write_bytes(orjson.dumps({"results": results}, option=orjson.OPT_INDENT_2))
+        path.write_bytes(orjson.dumps({"results": results, **(extra or {})}, option=orjson.OPT_INDENT_2))
     return 0
 
 
@@ -248,18 +254,30 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def started(server: Server, files: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """The server running on a free loopback port; stopped (SIGTERM, then SIGKILL) afterwards."""
+def started(server: Server, files: Path, log: Path | None = None) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """The server running on a free loopback port; stopped (SIGTERM, then SIGKILL) afterwards. With `log`, its
+    output goes there, and the error of a server that does not become ready ends with the log's tail."""
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    process = subprocess.Popen(
-        server.argv(port, files), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        wait_ready(process, port)
-        yield process, port
-    finally:
-        stop(process)
+    with log.open("wb") if log else contextlib.nullcontext(subprocess.DEVNULL) as output:
+        argv = server.argv(port, files)
+        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+        try:
+            try:
+                wait_ready(process, port)
+            except RuntimeError as error:
+                raise RuntimeError(f"{server.name}: {error}{tail(log)}") from None
+            yield process, port
+        finally:
+            stop(process)
+
+
+def tail(log: Path | None, lines: int = 20) -> str:
+    """The last lines of a process's log, to end an error message with (nothing without a log)."""
+    if log is None or not log.exists():
+        return ""
+    last = log.read_text(errors="replace").splitlines()[-lines:]
+    return f"\n--- the last {len(last)} lines of its log ---\n" + "\n".join(last) if last else " (its log is empty)"
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
