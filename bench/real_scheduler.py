@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import shutil
 import signal
 import statistics
@@ -41,7 +40,7 @@ if __package__ in (None, ""):
 
 from bench import real_cluster as kube
 from bench.real_burst import PROBE_LABEL, burst, delete_pods, probes
-from bench.run import ROOT, Server, free_port, reported, started
+from bench.run import ROOT, Server, counted, free_port, reported, started
 
 JSON = dict[str, Any]
 VERBS = ("filter", "prioritize")
@@ -119,17 +118,6 @@ def scheduler_config(minor: tuple[int, int], kubeconfig: Path, extender: int, he
     return config
 
 
-def metric(exposition: str, name: str) -> dict[tuple[str, str], int]:
-    """A counter's samples by (verb, outcome or code), from a Prometheus text exposition."""
-    found: dict[tuple[str, str], int] = {}
-    for line in exposition.splitlines():
-        if line.startswith(name + "{"):
-            labels: dict[str, str] = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
-            key = (labels.get("verb", ""), labels.get("outcome", labels.get("code", "")))
-            found[key] = found.get(key, 0) + int(float(line.rsplit(" ", 1)[1]))
-    return found
-
-
 def shadow_counts(extender: str, pods: int) -> JSON:
     """A B run's comparisons per verb from `/shadow` and from its counter, once its queue has drained (at most
     `DRAIN_SECONDS`), and whether they are the expected ones and agree."""
@@ -140,8 +128,9 @@ def shadow_counts(extender: str, pods: int) -> JSON:
         if (shadow["queue"]["waiting"] == 0 and done) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    counted = metric(httpx.get(f"{extender}/metrics", timeout=5).text, "rulesched_shadow_comparisons_total")
-    by_metric = {verb: {o: counted.get((verb, o), 0) for o in ("same", "differs", "dropped")} for verb in VERBS}
+    exposition = httpx.get(f"{extender}/metrics", timeout=5).text
+    by_outcome = counted(exposition, "rulesched_shadow_comparisons_total", "verb", "outcome")
+    by_metric = {verb: {o: by_outcome.get((verb, o), 0) for o in ("same", "differs", "dropped")} for verb in VERBS}
     counts = {verb: shadow["comparisons"][verb] for verb in VERBS}
     return {"counts": counts, "metric": by_metric, "expected": counts == expected_counts(pods),
             "agree": counts == by_metric, "headline": shadow["headline"], "made": shadow["made"]}  # fmt: skip
@@ -201,7 +190,8 @@ class Bench:
             found = {"run": number, "kind": kind, **burst(self.cluster, f"burst-{number}-{kind.lower()}", pods)}
             if kind == "B":
                 found["shadow"] = shadow_counts(extender, pods)
-            answered = metric(httpx.get(f"{extender}/metrics", timeout=5).text, "rulesched_requests_total")
+            exposition = httpx.get(f"{extender}/metrics", timeout=5).text
+            answered = counted(exposition, "rulesched_requests_total", "verb", "code")
             found["answered"] = {verb: answered.get((verb, "200"), 0) for verb in VERBS}
         delete_pods(self.cluster, found["namespace"])
         return found

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -163,6 +164,18 @@ class Scenario:
             "passed_mean": round(sum(self.passed) / len(self.passed), 1) if self.passed else 0,
             "mismatches": self.mismatches,
         }
+
+
+def counted(exposition: str, name: str, *labels: str) -> dict[tuple[str, ...], int]:
+    """A counter's samples from a server's `/metrics` text (prometheus-client's parser), summed by the values of
+    `labels` (a label a sample lacks counts as "")."""
+    found: dict[tuple[str, ...], int] = {}
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if sample.name == name:
+                key = tuple(sample.labels.get(label, "") for label in labels)
+                found[key] = found.get(key, 0) + int(sample.value)
+    return found
 
 
 def sizes_of(text: str) -> list[int]:

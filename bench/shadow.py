@@ -48,7 +48,7 @@ import orjson
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.run import Client, Server, percentiles, reported, request_body, sizes_of, started, write_inputs
+from bench.run import Client, Server, counted, percentiles, reported, request_body, sizes_of, started, write_inputs
 from bench.workload import Workload, make_workload
 
 JSON = dict[str, Any]
@@ -140,11 +140,8 @@ class Target:
         client.connection.request("GET", "/metrics")
         exposition = client.connection.getresponse().read().decode()
         client.close()
-        counts = {"same": 0, "differs": 0, "dropped": 0}
-        for line in exposition.splitlines():
-            if line.startswith("rulesched_shadow_comparisons_total{"):
-                outcome = line.split('outcome="')[1].split('"')[0]
-                counts[outcome] += int(float(line.rsplit(" ", 1)[1]))
+        by_outcome = counted(exposition, "rulesched_shadow_comparisons_total", "outcome")
+        counts = {outcome: by_outcome.get((outcome,), 0) for outcome in ("same", "differs", "dropped")}
         compared = counts["same"] + counts["differs"]
         return {"compared": compared, "dropped": counts["dropped"], "calls": compared + counts["dropped"],
                 "made": status["made"]}  # fmt: skip
