@@ -53,9 +53,8 @@ class Pace:
         often (it waits for a core), each pause began slices as they came, and the call after the pause waited
         for the one under way (traced, back to back at 1000 nodes beside a process busy 8 ms in every 16: 74 and
         90 calls of 4000 read right after a slice; 43 and 51 with this). So each call that arrived during a
-        slice doubles it, up to
-        `CALM_MAX_SECONDS`; what the burst leaves is compared in the pause after it, and once the queue is
-        empty (`settled`) the next burst starts from `CALM_SECONDS` again."""
+        slice doubles it, up to `CALM_MAX_SECONDS`; what the burst leaves is compared in the pause after it,
+        and once the queue is empty (`settled`) the next burst starts from `CALM_SECONDS` again."""
 
     def answered(self, verb: str, idle: Idle) -> None:
         """A call of `verb` was answered; `idle` says how long the call before it had been answered when it came
