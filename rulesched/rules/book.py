@@ -1,8 +1,9 @@
 """The compiled RuleBook: every expression compiled once, frozen, versioned.
 
-Compiling checks what the models cannot: CEL syntax and types, result types (a filter must be a
-bool, a score a number), rule set variables used before they are defined, and what each expression
-reads, so that the engine knows which results depend on the pod.
+Compiling checks what the models cannot: CEL syntax and types, including the fields read of the
+Kubernetes objects and the other context names (`cel/typecheck.py`, one check for both engines), result
+types (a filter must be a bool, a score a number), rule set variables used before they are defined, and
+what each expression reads, so that the engine knows which results depend on the pod.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from rulesched.rules.cel import CelCompileError, Engine, Program, VariableSource
 from rulesched.rules.cel.analysis import paths_of, reads
 from rulesched.rules.cel.cost import CostEstimateError, Estimate, estimate, over_limit_message
+from rulesched.rules.cel.typecheck import TypeCheckError, line_column, typed
+from rulesched.rules.cel.types import DYN, CelType
 from rulesched.rules.compiled import CompiledCondition, CompiledFilter, CompiledRuleSet, CompiledScore, Paths
 from rulesched.rules.errors import LoadError
 from rulesched.rules.metricsource import MetricSource
@@ -42,6 +45,8 @@ class RuleBook:
     files: tuple[str, ...] = ()
     metric_sources: tuple[MetricSource, ...] = ()
     """The `kind: MetricSource` documents: what `metrics.custom` is made of (docs/rules/prometheus.md)."""
+    warnings: tuple[LoadError, ...] = ()
+    """What loaded but is said (an unknown Kubernetes field with `--unknown-fields warn`)."""
 
 
 LineOf = Callable[[tuple[str | int, ...]], int | None]
@@ -64,6 +69,9 @@ class _Compiler:
         self.last_estimate: Estimate | None = None
         self.last_cost = 0
         """The estimated cost of the last expression `program` compiled."""
+        self.types: dict[str, CelType] = {}
+        """Each compiled variable's type (`variables.x`), for the type check of what reads it."""
+        self.last_type: CelType = DYN
 
     def error(self, loc: tuple[str | int, ...], rule: str | None, message: str, **extra: object) -> None:
         field_path = ".".join(f"[{p}]" if isinstance(p, int) else p for p in loc).replace(".[", "[")
@@ -103,6 +111,8 @@ class _Compiler:
             position = (error.line, error.column) if error.line and error.column else None
             self.error(loc, rule, f"CEL: {error.message}", expression=source, position=position)
             return None, names
+        if not self._typed(loc, rule, source, want):
+            return None, names
         if _ACCEPTED[want] and program.result_type not in _ACCEPTED[want]:
             self.error(loc, rule, f"must be a {want}, not {program.result_type}", expression=source)
             return None, names
@@ -110,6 +120,25 @@ class _Compiler:
             return None, names
         self.last_cost = self.last_estimate.cost if self.last_estimate is not None else 0
         return program, names
+
+    def _typed(self, loc: tuple[str | int, ...], rule: str, source: str, want: str) -> bool:
+        """True when `source` type-checks against the context's types and its result is what `want` takes;
+        else reported, at the part at fault. Unknown Kubernetes fields may be warnings (`Limits.unknown_fields`)."""
+        try:
+            checked = typed(source, self.types, self.engine.limits.unknown_fields)
+        except TypeCheckError as error:
+            position = line_column(source, error.position)
+            self.error(loc, rule, f"CEL: {error.message}", expression=source, position=position)
+            return False
+        for warning in checked.warnings:
+            position = line_column(source, warning.position)
+            self.error(loc, rule, f"CEL: {warning.message}", expression=source, position=position, warning=True)
+        self.last_type = checked.type
+        found = checked.type.kind
+        if _ACCEPTED[want] and found not in _ACCEPTED[want]:
+            self.error(loc, rule, f"must be a {want}, not {checked.type}", expression=source)
+            return False
+        return True
 
     def _within_cost(self, loc: tuple[str | int, ...], rule: str, source: str) -> bool:
         """True when `source`'s estimated worst-case cost is within the engine's limit; else reported."""
@@ -155,6 +184,7 @@ class _Compiler:
             # A broken variable's own reads may name undefined variables; it is never expanded anyway.
             direct = reads(variable.expression).variables if program is not None else ()
             self.variables[variable.name] = (VariableSource(variable.name, variable.expression), names, direct)
+            self.types[variable.name] = self.last_type if program is not None else DYN
             if program is None:
                 self.broken.add(variable.name)
             elif self.last_estimate is not None:

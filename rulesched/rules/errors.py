@@ -22,6 +22,8 @@ class LoadError:
     expression: str | None = None
     position: tuple[int, int] | None = None
     """Line and column inside the expression, 1-based, for CEL errors."""
+    warning: bool = False
+    """Not an error: the rules load, and this is said (`--unknown-fields warn`)."""
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file

@@ -322,6 +322,8 @@ def load_rule_book(paths: Sequence[Path], engine: Engine, *, generation: int = 1
     missing = [LoadError(file=str(p), message="no such file or directory") for p in paths if not p.exists()]
     sources, custom, invalid = metric_sources(documents)
     compiled, problems = compile_documents(documents, engine, custom)
+    warnings = tuple(problem for problem in problems if problem.warning)
+    problems = [problem for problem in problems if not problem.warning]
     errors = missing + errors + sorted(invalid + problems, key=lambda e: (e.file, e.line or 0))
     if errors:
         raise RulesLoadFailed(errors)
@@ -333,4 +335,5 @@ def load_rule_book(paths: Sequence[Path], engine: Engine, *, generation: int = 1
         generation=generation,
         files=tuple(name for name, _ in files),
         metric_sources=tuple(sorted(sources, key=lambda s: s.metadata.name)),
+        warnings=warnings,
     )

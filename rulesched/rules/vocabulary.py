@@ -15,6 +15,7 @@ import datetime
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal, NamedTuple
 
 from rulesched.rules.cel.shape import (
@@ -31,6 +32,7 @@ from rulesched.rules.cel.shape import (
     record,
     string,
 )
+from rulesched.rules.cel.types import CelType, declare_records, parse
 from rulesched.rules.context import NodeContext
 from rulesched.rules.estimate import estimate_or_fallback
 from rulesched.rules.pod_values import namespace_view, pod_requests
@@ -101,6 +103,9 @@ class Name:
     """Its type in the docs' table of names (map, list, timestamp)."""
     summary: str
     """What it holds, as the docs' table of names says."""
+    typed: str = "dyn"
+    """Its type for the load-time type check (`cel/types.py`): a Kubernetes model (`V1Pod`), a record of
+    `RECORDS`, `map(double)`, `list(PodView)`, `timestamp`."""
     key: Key = Key.PROJECTED
     trimmed: bool = False
     """Converted for the engine trimmed to the fields the rule book reads of it (a pod, a node: large objects)."""
@@ -115,10 +120,29 @@ def _listed(value: Sequence[Mapping[str, Any]]) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
+_LABELS = "map(string)"
+RECORDS: Mapping[str, Mapping[str, str]] = {
+    "Metrics": {"cpu": "Usage", "memory": "Usage", "age": "double", "custom": "map(double)"},
+    "Usage": {"usage": "double", "utilization": "double"},
+    "Recent": {"count": "double", "requests": "map(double)", "estimates": "map(double)"},
+    "PodView": {"metadata": "PodViewMetadata", "spec": "PodViewSpec", "requests": "map(double)"},
+    "PodViewMetadata": {
+        "name": "string", "namespace": "string", "uid": "string", "labels": _LABELS, "annotations": _LABELS,
+        "ownerReferences": "list(PodViewOwner)", "creationTimestamp": "string",
+    },
+    "PodViewOwner": {"apiVersion": "string", "kind": "string", "name": "string", "uid": "string", "controller": "bool"},
+    "PodViewSpec": {"nodeName": "string", "priority": "int", "priorityClassName": "string", "schedulerName": "string"},
+    "NamespaceView": {"metadata": "NamespaceViewMetadata"},
+    "NamespaceViewMetadata": {"name": "string", "labels": _LABELS, "annotations": _LABELS},
+}  # fmt: skip
+"""The records of rulesched's own values (`metrics`, `recent`, the views of `pods` and `namespaceObject`): each
+field's type, as `Name.typed` writes types; `metrics.custom`'s keys are the MetricSources' query names."""
+declare_records(RECORDS)
+
 NAMES: tuple[Name, ...] = (
     Name(
         "pod", "dyn", Side.REQUEST, record(metadata=METADATA), "map", "the Pod exactly as kube-scheduler sent it",
-        trimmed=True, in_match_conditions=True, read_request=lambda inputs: inputs.pod,
+        typed="V1Pod", trimmed=True, in_match_conditions=True, read_request=lambda inputs: inputs.pod,
     ),
     Name(
         "node", "dyn", Side.NODE,
@@ -127,7 +151,7 @@ NAMES: tuple[Name, ...] = (
         "map",
         "the Node (from the request in full mode, from the node source in names mode; a cached node has no "
         "`metadata.managedFields`)",
-        trimmed=True, read_node=lambda context: context.node,
+        typed="V1Node", trimmed=True, read_node=lambda context: context.node,
     ),
     Name(
         # A map (`'cpu' in metrics` is a lookup) whose `custom` is a map of numbers, as `allocatable` is.
@@ -137,30 +161,30 @@ NAMES: tuple[Name, ...] = (
         "live usage, numbers only: `metrics.cpu.usage` (cores), `metrics.cpu.utilization` (usage ÷ allocatable), "
         "`metrics.memory.usage` (bytes), `metrics.memory.utilization`, `metrics.age` (seconds between the sample "
         "and its arrival). Keys are absent when unknown or stale: test with `has(metrics.cpu)`",
-        read_node=lambda context: context.metrics,
+        typed="Metrics", read_node=lambda context: context.metrics,
     ),
     Name(
         "allocatable", "numbers", Side.NODE, NUMBERS, "map",
         "the node's allocatable resources as doubles (`cpu` in cores, `memory` in bytes, `pods`, extended "
         "resources such as `allocatable['nvidia.com/gpu']`)",
-        read_node=lambda context: context.allocatable,
+        typed="map(double)", read_node=lambda context: context.allocatable,
     ),
     Name(
         "requests", "numbers", Side.REQUEST, NUMBERS, "map",
         "the pod's effective requests as doubles, as kube-scheduler computes them (containers summed, the maximum "
         "with each init container, restartable init containers added, plus overhead)",
-        key=Key.WHOLE, read_request=lambda inputs: pod_requests(inputs.pod),
+        typed="map(double)", key=Key.WHOLE, read_request=lambda inputs: pod_requests(inputs.pod),
     ),
     Name("variables", "dyn", Side.DERIVED, ANY, "map", "the rule set's variables", key=Key.NONE),
     Name(
         "now", "timestamp", Side.REQUEST, SCALAR, "timestamp", "the time of the request",
-        key=Key.TIME, in_match_conditions=True, read_request=lambda inputs: inputs.now,
+        typed="timestamp", key=Key.TIME, in_match_conditions=True, read_request=lambda inputs: inputs.now,
     ),
     Name(
         "allocated", "numbers", Side.NODE_PODS, NUMBERS, "map",
         "the sum of the effective requests of the non-terminal pods on the node (the NodeResourcesFit view); "
         "`cpu`, `memory`, `pods` always present (0 when empty). See [cluster context](cluster-context.md)",
-        read_node=lambda context: context.pods.allocated,
+        typed="map(double)", read_node=lambda context: context.pods.allocated,
     ),
     Name(
         "pods", "dyn", Side.NODE_PODS,
@@ -178,27 +202,28 @@ NAMES: tuple[Name, ...] = (
         "the non-terminal pods on the node, trimmed: `metadata` (name, namespace, uid, labels, annotations, "
         "ownerReferences, creationTimestamp), `spec` (nodeName, priority, priorityClassName, schedulerName), "
         "`requests`",
-        read_node=lambda context: _listed(context.pods.pods),
+        typed="list(PodView)", read_node=lambda context: _listed(context.pods.pods),
     ),
     Name(
         "recent", "dyn", Side.NODE_PODS, record(count=SCALAR, requests=NUMBERS, estimates=NUMBERS), "map",
         "`count`, `requests` and `estimates` (what they will use: [usage estimates](../guides/usage-estimates.md)) "
         "of the pods placed on the node after its metrics sample, including those this extender chose and the "
         "watch has not confirmed yet: `metrics.cpu.usage + recent.estimates.cpu` is the burst-aware estimate",
-        read_node=lambda context: context.pods.recent,
+        typed="Recent", read_node=lambda context: context.pods.recent,
     ),
     Name(
         "estimate", "numbers", Side.REQUEST, NUMBERS, "map of doubles",
         "what the pod will use: `cpu` (cores), `memory` (bytes), from the usage of its workload's pods, and "
         "`samples` (the polls it comes from; 0: the fallback, by default its `requests`) "
         "([usage estimates](../guides/usage-estimates.md))",
-        key=Key.WHOLE, read_request=lambda inputs: dict(estimate_or_fallback(inputs.estimate, inputs.pod)),
+        typed="map(double)", key=Key.WHOLE,
+        read_request=lambda inputs: dict(estimate_or_fallback(inputs.estimate, inputs.pod)),
     ),
     Name(
         "namespaceObject", "dyn", Side.REQUEST,
         record(metadata=record(name=string(63), labels=LABELS, annotations=mapping(string(VIEW_ANNOTATION_CHARS)))),
         "map", "the pod's Namespace (`metadata.name`, `labels`, `annotations`); also in matchConditions",
-        trimmed=True, in_match_conditions=True,
+        typed="NamespaceView", trimmed=True, in_match_conditions=True,
         read_request=lambda inputs: namespace_view(inputs.pod, inputs.namespace),
     ),
 )  # fmt: skip
@@ -222,6 +247,12 @@ MATCH_READS: tuple[str, ...] = tuple(entry.name for entry in NAMES if entry.in_m
 """Names match conditions may read."""
 DERIVED: tuple[str, ...] = tuple(entry.name for entry in NAMES if entry.side is Side.DERIVED)
 """Names the rule sets compute (`variables`): bound empty, each program computes its own."""
+
+
+@cache
+def context_types() -> Mapping[str, CelType]:
+    """Every context name's type for the load-time type check (`variables`: typed per rule set by the check)."""
+    return {entry.name: parse(entry.typed) for entry in NAMES if entry.name != "variables"}
 
 
 def listed(names: Sequence[str]) -> str:

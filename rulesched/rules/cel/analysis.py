@@ -190,7 +190,7 @@ class _Tree:
                 fields.append(str(parent.children[1]))
                 current = parent
             elif parent.data == "member_index":
-                key = _string(parent.children[1])
+                key = string_literal(parent.children[1])
                 return (*fields, key) if key is not None else tuple(fields)
             elif parent.data == "member_dot_arg":
                 return tuple(fields)  # `node.metadata.size()`: a method of the value, not a field
@@ -206,7 +206,7 @@ class _Tree:
             return ()
         if parent.data == "relation" and len(parent.children) == 2 and parent.children[1] is operand:
             test = parent.children[0]
-            key = _string(test.children[0]) if isinstance(test, lark.Tree) and test.data == "relation_in" else None
+            key = string_literal(test.children[0]) if isinstance(test, lark.Tree) and test.data == "relation_in" else None
             return (key,) if key is not None else ()
         calls = self.parent(parent)
         if parent.data == "exprlist" and len(parent.children) == 1 and calls is not None and _is_has(calls):
@@ -224,7 +224,7 @@ def _is_has(call: lark.Tree[Any]) -> bool:
     return call.data == "ident_arg" and str(call.children[0]) == "has"
 
 
-def _string(node: Any) -> str | None:
+def string_literal(node: Any) -> str | None:
     """The value of `node` if it is (only wraps) a simple string literal."""
     while isinstance(node, lark.Tree) and node.data in _PASS_THROUGH and len(node.children) == 1:
         node = node.children[0]

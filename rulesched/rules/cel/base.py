@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 EngineName = Literal["cpp", "celpy"]
+UnknownFields = Literal["error", "warn"]
+"""What a field a Kubernetes kind's schema lacks is at load: an error, or a warning (read as dyn)."""
 ENGINE_NAMES: tuple[EngineName, ...] = ("cpp", "celpy")
 
 
@@ -58,6 +60,9 @@ class Limits:
     """Evaluation steps (celpy: tree nodes visited, each comprehension iteration at least one) per evaluation."""
     size: int = 1_000_000
     """Longest string, list or map one evaluation may build (characters or elements)."""
+    unknown_fields: UnknownFields = "error"
+    """A field the Kubernetes schema rulesched ships lacks (`pod.spec.newField`): refused at load, or a
+    warning and read as dyn (for a field only a newer Kubernetes has; docs/rules/language.md)."""
 
 
 DEADLINE_MESSAGE = "not evaluated: the request's deadline passed"
