@@ -33,6 +33,11 @@ class Settings(BaseSettings):
     cel_cost_limit: int = Field(1_000_000, ge=1)
     """Largest estimated worst-case cost of one expression; costlier ones do not load (docs/rules/cost.md).
     The default is Kubernetes' per-expression limit (PerCallLimit)."""
+    unknown_fields: Literal["error", "warn"] = "error"
+    """A rule reading a field the Kubernetes schema rulesched ships lacks (`pod.spec.nodeSelectr`): error
+    refuses the rules at load, naming the field and the closest names; warn loads them with a WARNING line
+    and reads the field as dyn, for a field only a newer Kubernetes than the schema's has
+    (docs/rules/language.md, "What is checked at load")."""
     cel_budget_steps: int = Field(1_000_000, ge=1)
     """Evaluation steps one expression may take on one node (celpy engine; cel-cpp has its own iteration limit)."""
     cel_budget_size: int = Field(1_000_000, ge=1)

@@ -21,6 +21,12 @@ def add(commands: Any) -> None:
         metavar="N",
         help="the server's --cel-cost-limit (default 1000000)",
     )
+    check.add_argument(
+        "--unknown-fields",
+        choices=("error", "warn"),
+        default="error",
+        help="a field the shipped Kubernetes schema lacks: an error, or a warning (the server's --unknown-fields)",
+    )
     check.set_defaults(run=run)
 
 
@@ -28,5 +34,5 @@ def run(args: argparse.Namespace) -> int:
     from rulesched.rules.cel import Limits, make_engine
     from rulesched.tools.check import check
 
-    engine = make_engine(args.cel_engine, Limits(cost=args.cel_cost_limit))
+    engine = make_engine(args.cel_engine, Limits(cost=args.cel_cost_limit, unknown_fields=args.unknown_fields))
     return check(args.paths, engine, sys.stdout, sys.stderr)

@@ -69,8 +69,10 @@ def text() -> str:
     found = table()
     lines = [f"  {json.dumps(name)}: {json.dumps(fields, sort_keys=True)}" for name, fields in found["types"].items()]
     head = {key: found[key] for key in ("kubernetes", "client", "roots")}
-    return "{\n" + "".join(f"  {json.dumps(k)}: {json.dumps(v)},\n" for k, v in head.items()) + (
-        '  "types": {\n' + ",\n".join("  " + line for line in lines) + "\n  }\n}\n"
+    return (
+        "{\n"
+        + "".join(f"  {json.dumps(k)}: {json.dumps(v)},\n" for k, v in head.items())
+        + ('  "types": {\n' + ",\n".join("  " + line for line in lines) + "\n  }\n}\n")
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from rulesched.decide.decision import Decision, NodeDecision, RuleError
 from rulesched.rules.cel import CelEvalError, Engine, Program
+from rulesched.rules.cel.types import value_type
 from rulesched.rules.compiled import CompiledFilter, CompiledRuleSet
 
 MAX_SCORE = 10
@@ -40,7 +41,7 @@ def applies(rule_set: CompiledRuleSet, engine: Engine, shared: Mapping[str, Any]
         if result is False:
             return False
         if result is not True:
-            message = f"match condition returned {type(result).__name__}, not bool"
+            message = f"match condition returned {value_type(result)}, not bool"
             errors.append(RuleError(rule_set.name, condition.name, None, message))
     decision.errors.extend(errors)
     return True
@@ -58,7 +59,7 @@ def not_bool(result: Any) -> str | None:
     if isinstance(result, CelEvalError):
         return str(result)
     if not isinstance(result, bool):
-        return f"filter returned {type(result).__name__}, not bool"
+        return f"filter returned {value_type(result)}, not bool"
     return None
 
 
@@ -96,7 +97,7 @@ def not_number(result: Any) -> str | None:
     if isinstance(result, CelEvalError):
         return str(result)
     if isinstance(result, bool) or not isinstance(result, (int, float)):
-        return f"score returned {type(result).__name__}, not a number"
+        return f"score returned {value_type(result)}, not a number"
     if not math.isfinite(result):
         return f"score returned {result}, not a finite number"
     return None

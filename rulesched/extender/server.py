@@ -163,7 +163,12 @@ def _follow_metric_sources(store: RuleStore, cluster: Cluster) -> None:
 
 def _engine(settings: Settings) -> Engine:
     """The CEL engine as the settings ask; the shadow book has one of its own (no state shared between threads)."""
-    limits = Limits(cost=settings.cel_cost_limit, steps=settings.cel_budget_steps, size=settings.cel_budget_size)
+    limits = Limits(
+        cost=settings.cel_cost_limit,
+        steps=settings.cel_budget_steps,
+        size=settings.cel_budget_size,
+        unknown_fields=settings.unknown_fields,
+    )
     return make_engine(settings.cel_engine, limits, activation_evaluations=settings.cel_activation_evaluations)
 
 

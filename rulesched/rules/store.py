@@ -65,6 +65,8 @@ class RuleStore:
                 len(book.files),
                 extra={"generation": book.generation, "hash": book.hash, "ruleSets": names, "files": list(book.files)},
             )
+            for warning in book.warnings:
+                log.warning("rules loaded with a warning: %s", warning, extra={"warning": warning.as_dict()})
         elif outcome == "rejected" and self.last_rejected is not None:
             errors = [str(e) for e in self.last_rejected.errors]
             kept = f"generation {self.book.generation} stays active" if self.book else "no rules are active"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, NamedTuple
 
+from rulesched.rules.cel import types
 from rulesched.rules.cel.shape import (
     ANY,
     LABELS,
@@ -32,7 +33,6 @@ from rulesched.rules.cel.shape import (
     record,
     string,
 )
-from rulesched.rules.cel.types import CelType, declare_records, parse
 from rulesched.rules.context import NodeContext
 from rulesched.rules.estimate import estimate_or_fallback
 from rulesched.rules.pod_values import namespace_view, pod_requests
@@ -137,7 +137,7 @@ RECORDS: Mapping[str, Mapping[str, str]] = {
 }  # fmt: skip
 """The records of rulesched's own values (`metrics`, `recent`, the views of `pods` and `namespaceObject`): each
 field's type, as `Name.typed` writes types; `metrics.custom`'s keys are the MetricSources' query names."""
-declare_records(RECORDS)
+types.declare_records(RECORDS)
 
 NAMES: tuple[Name, ...] = (
     Name(
@@ -250,9 +250,9 @@ DERIVED: tuple[str, ...] = tuple(entry.name for entry in NAMES if entry.side is 
 
 
 @cache
-def context_types() -> Mapping[str, CelType]:
+def context_types() -> Mapping[str, types.CelType]:
     """Every context name's type for the load-time type check (`variables`: typed per rule set by the check)."""
-    return {entry.name: parse(entry.typed) for entry in NAMES if entry.name != "variables"}
+    return {entry.name: types.parse(entry.typed) for entry in NAMES if entry.name != "variables"}
 
 
 def listed(names: Sequence[str]) -> str:

@@ -1,7 +1,8 @@
 """`rulesched check`: load and compile rule files the way the server does, and report every error.
 
-Rules that load but can never matter (see `rulesched.tools.lint`) are reported as warnings on
-stderr, prefixed `warning:`; they do not change the exit status.
+Rules that load but can never matter (see `rulesched.tools.lint`), and with `--unknown-fields warn` the
+fields the Kubernetes schema lacks, are reported as warnings on stderr, prefixed `warning:`; they do not
+change the exit status.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def check(paths: Sequence[Path], engine: EngineName | Engine, out: TextIO, err: 
             print(error, file=err)
         print(f"{len(failure.errors)} error(s); nothing would be loaded", file=err)
         return 1
-    warnings = lint(book, list(paths))
+    warnings: list[object] = [*book.warnings, *lint(book, list(paths))]
     for warning in warnings:
         print(f"warning: {warning}", file=err)
     names = ", ".join(rs.name for rs in book.rule_sets) or "none"

@@ -1,9 +1,10 @@
 """`rulesched eval`: one expression, compiled and evaluated in the rules' environment.
 
 The same variables as a rule (pod, node, metrics, allocatable, requests, variables, now), the same
-engine, functions and limits: the expression is compiled, its cost estimated against the cost limit,
-then evaluated once. The answer is one JSON object: `{"value": ...}`, or `{"error": {"kind": "compile" |
-"runtime" | "cost", "message": ...}}`; nothing an expression does ends in a traceback.
+engine, functions and limits: the expression is compiled and type-checked as a rule is, its cost
+estimated against the cost limit, then evaluated once. The answer is one JSON object: `{"value": ...}`, or
+`{"error": {"kind": "compile" | "runtime" | "cost", "message": ...}}`; nothing an expression does ends in a
+traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Literal
 from rulesched.cluster.sources import FileMetricsSource
 from rulesched.rules.cel import CelCompileError, CelEvalError, Engine, EngineName, make_engine
 from rulesched.rules.cel.cost import CostEstimateError, estimate, over_limit_message
+from rulesched.rules.cel.typecheck import TypeCheckError, line_column, typed
 from rulesched.rules.context import NO_CUSTOM, node_addresses, node_context
 from rulesched.rules.pod_values import pod_requests
 from rulesched.tools.inputs import read_metrics, read_nodes, read_pod
@@ -55,8 +57,11 @@ def evaluate_expression(expression: str, engine: Engine, values: Mapping[str, An
     """`{"value": ...}` or `{"error": {"kind": ..., "message": ...}}` for `expression` over `values`."""
     try:
         program = engine.compile(expression)
+        typed(expression, {}, engine.limits.unknown_fields)
     except CelCompileError as error:
         return _error("compile", _located(error.message, error.line, error.column))
+    except TypeCheckError as error:
+        return _error("compile", _located(error.message, *line_column(expression, error.position)))
     limit = engine.limits.cost
     try:
         found = estimate(expression, limit=limit)

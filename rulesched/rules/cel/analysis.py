@@ -206,7 +206,8 @@ class _Tree:
             return ()
         if parent.data == "relation" and len(parent.children) == 2 and parent.children[1] is operand:
             test = parent.children[0]
-            key = string_literal(test.children[0]) if isinstance(test, lark.Tree) and test.data == "relation_in" else None
+            is_in = isinstance(test, lark.Tree) and test.data == "relation_in"
+            key = string_literal(test.children[0]) if is_in else None
             return (key,) if key is not None else ()
         calls = self.parent(parent)
         if parent.data == "exprlist" and len(parent.children) == 1 and calls is not None and _is_has(calls):

@@ -23,7 +23,6 @@ import lark
 from rulesched.rules.cel import typecheck_ops as ops
 from rulesched.rules.cel.analysis import string_literal, syntax_tree
 from rulesched.rules.cel.base import UnknownFields
-from rulesched.rules.vocabulary import context_types
 from rulesched.rules.cel.types import (
     BOOL,
     DYN,
@@ -34,6 +33,7 @@ from rulesched.rules.cel.types import (
     list_of,
     optional_of,
 )
+from rulesched.rules.vocabulary import context_types
 
 _WRAPPERS = frozenset({"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication"})
 _WRAPPERS_ALL = _WRAPPERS | {"unary", "member", "primary"}
@@ -175,8 +175,9 @@ class _Walker:
 
     def _member_dot(self, node: lark.Tree[Any], scope: Scope) -> CelType:
         receiver, name = node.children
-        optional = "?" in self.source[receiver.meta.end_pos : name.start_pos]
-        return self._select(receiver, str(name), name.start_pos, scope, optional)
+        at = _offset(name)
+        optional = "?" in self.source[receiver.meta.end_pos : at]
+        return self._select(receiver, str(name), at, scope, optional)
 
     def _member_index(self, node: lark.Tree[Any], scope: Scope) -> CelType:
         receiver, index = node.children
@@ -253,7 +254,7 @@ class _Walker:
         bound = ops.iteration_types(owner, len(names))
         if bound is None:
             message = f"{method}() ranges over a list or a map, not a {owner}"
-            raise TypeCheckError(message, node.children[1].start_pos)
+            raise TypeCheckError(message, _offset(node.children[1]))
         inner = {**scope, **dict(zip(names, bound, strict=True))}
         body = [self.type_of(arg, inner) for arg in args[len(names) :]]
         return ops.comprehension_result(method, owner, bound, body)
@@ -291,9 +292,14 @@ class _Walker:
     def _operator_at(self, left: Any, right: Any, operator: str) -> int:
         """Where the operator between `left` and `right` is in the source."""
         start = left.meta.end_pos if isinstance(left, lark.Tree) else left.end_pos
-        end = right.meta.start_pos if isinstance(right, lark.Tree) else right.start_pos
+        end = _offset(right)
         found = self.source.find(operator, start, end)
         return found if found >= 0 else start
+
+
+def _offset(node: Any) -> int:
+    """Where a token or a subtree starts in the source."""
+    return int(node.meta.start_pos if isinstance(node, lark.Tree) else node.start_pos)
 
 
 def _arguments(call: lark.Tree[Any]) -> list[lark.Tree[Any]]:

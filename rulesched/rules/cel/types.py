@@ -10,6 +10,7 @@ and cached: `string`, `int`, `double`, `bool`, `timestamp`, `dyn`, `list(T)`, `m
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -141,3 +142,22 @@ def same_kind(left: CelType, right: CelType) -> bool:
     if left.kind == "object" or right.kind == "object":
         return left.kind in ("object", "map") and right.kind in ("object", "map")
     return left.kind == right.kind
+
+
+_VALUE_TYPES: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (bool, "bool"),
+    (int, "int"),
+    (float, "double"),
+    (str, "string"),
+    ((bytes, bytearray), "bytes"),
+    ((list, tuple), "list"),
+    (Mapping, "map"),
+    (datetime.datetime, "timestamp"),
+    (datetime.timedelta, "duration"),
+    (type(None), "null_type"),
+)
+
+
+def value_type(value: object) -> str:
+    """The CEL type of a plain result (`string`, not Python's `str`), as messages about a result name it."""
+    return next((name for kinds, name in _VALUE_TYPES if isinstance(value, kinds)), type(value).__name__)
