@@ -61,6 +61,8 @@ class _Compiler:
         self.engine = engine
         self.line_of = line_of
         self.errors: list[LoadError] = []
+        self.warnings: list[LoadError] = []
+        """What loads but is said (`LoadError.warning`): it does not stop the rule set compiling."""
         self.variables: dict[str, tuple[VariableSource, frozenset[str], tuple[str, ...]]] = {}
         self.broken: set[str] = set()
         """Variables whose own error is already reported; what reads them is not compiled."""
@@ -75,7 +77,8 @@ class _Compiler:
 
     def error(self, loc: tuple[str | int, ...], rule: str | None, message: str, **extra: object) -> None:
         field_path = ".".join(f"[{p}]" if isinstance(p, int) else p for p in loc).replace(".[", "[")
-        self.errors.append(
+        found = self.warnings if extra.get("warning") else self.errors
+        found.append(
             LoadError(
                 file=self.file,
                 line=self.line_of(loc),
@@ -280,4 +283,4 @@ def compile_rule_set(
     """The compiled rule set, or None with every error found in it."""
     compiler = _Compiler(rule_set, file, engine, line_of)
     compiled = compiler.compile()
-    return compiled, compiler.errors
+    return compiled, compiler.errors + compiler.warnings
