@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 
 from rulesched.cli import main
 from rulesched.rules.cel import ENGINE_NAMES
 from tests.builders import rule_set, write_rules
+from tests.rules.test_reload import eventually, metric, passed, reject, settings
+from tests.server import running_server
 
 FILTER = "filters:\n- name: r\n  expression: {!r}\n"
 SCORE = "scores:\n- name: r\n  expression: {!r}\n"
@@ -183,3 +186,19 @@ def test_eval_refuses_a_misspelt_field_as_a_compile_error(capsys: pytest.Capture
     assert '"kind": "compile"' in answer
     assert "did you mean 'labels'?" in answer
     assert "(at 1:15)" in answer
+
+
+def test_a_running_server_keeps_its_rules_when_a_reload_brings_a_rule_that_cannot_work(tmp_path: Path) -> None:
+    """Each broken file dropped into the rules directory of a running server is rejected, named in /rules,
+    and the last good rules stay active."""
+    write_rules(tmp_path, reject("good", "k8s-node1"), "good.yaml")
+    with running_server(settings(tmp_path)) as url, httpx.Client(base_url=url, timeout=10) as client:
+        for count, (spec, _, parts, _) in enumerate(BROKEN[:4] + BROKEN[-5:], start=1):
+            write_rules(tmp_path, rule_set("typo", spec), "typo.yaml")
+            eventually(lambda n=count: metric(client, 'rulesched_reloads_total{result="rejected"}') == n)
+            status = client.get("/rules").json()
+            assert status["active"]["generation"] == 1
+            [error] = status["lastRejected"]["errors"]
+            assert error["file"].endswith("typo.yaml")
+            assert all(part in error["message"] for part in parts), error["message"]
+            assert passed(client) == ["k8s-master", "k8s-node2"]
