@@ -100,7 +100,7 @@ class Name:
     shape: Shape
     """The largest value the cost estimate assumes (docs/rules/cost.md)."""
     doc_type: str
-    """Its type in the docs' table of names (map, list, timestamp)."""
+    """Its type in the docs' table of names (map, list, timestamp) when `typed` is dyn."""
     summary: str
     """What it holds, as the docs' table of names says."""
     typed: str = "dyn"
@@ -270,7 +270,21 @@ def node_values(context: NodeContext) -> dict[str, object]:
     return {e.name: e.read_node(context) for e in NODE_SIDE if e.read_node is not None}
 
 
+def shown_type(entry: Name) -> str:
+    """A name's type as the docs show it: the type the load-time check gives it, else `doc_type`."""
+    return f"`{types.parse(entry.typed)}`" if entry.typed != "dyn" else entry.doc_type
+
+
+def type_table() -> str:
+    """The fields of the vocabulary's records, as docs/rules/cluster-context.md lists them."""
+    rows = [
+        f"| `{name}` | {', '.join(f'`{field}`: `{types.parse(text)}`' for field, text in fields.items())} |"
+        for name, fields in RECORDS.items()
+    ]
+    return "\n".join(["| type | fields |", "|---|---|", *rows])
+
+
 def doc_table() -> str:
     """The table of names in docs/rules/language.md."""
-    rows = [f"| `{e.name}` | {e.doc_type} | {e.summary} |" for e in NAMES]
+    rows = [f"| `{e.name}` | {shown_type(e)} | {e.summary} |" for e in NAMES]
     return "\n".join(["| name | type | what |", "|---|---|---|", *rows])

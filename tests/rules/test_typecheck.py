@@ -88,6 +88,12 @@ BROKEN: list[tuple[str, str, list[str], str]] = [
         ["node.spec.taints is a list(Taint), which has no field 'effect'"],
         "1:18",
     ),
+    (
+        SCORE.format("pod.spec.priority * 2.0"),
+        "int-times-double",
+        ["found no matching overload for '_*_' applied to '(int, double)'"],
+        "1:19",
+    ),
     (FILTER.format("node.metadata.name"), "filter-returns-string", ["must be a bool, not string"], ""),
     (SCORE.format("node.metadata.name"), "score-returns-string", ["must be a number, not string"], ""),
 ]

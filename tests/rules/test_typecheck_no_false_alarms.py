@@ -27,7 +27,12 @@ TYPE_CHECK_MESSAGES = ("undefined field", "no matching overload", "which has no 
 """What the type check's errors say (and only they, among the errors of files that load today)."""
 ON_PURPOSE = {("examples/broken-rules/broken.yaml", "not-bool")}
 """Rules broken on purpose whose error is a result type (`1 + 2` as a filter)."""
-CHECK_WINS = ["has(node.metadata.labels.zone.x)", "pod.metadata.name + 1"]
+CHECK_WINS = [
+    "has(node.metadata.labels.zone.x)",
+    "pod.metadata.name + 1",
+    "pod.spec.priority * 2.0",
+    "allocatable.cpu * 2",
+]
 """Conformance cases that fail on every input when evaluated: the check refuses them at load."""
 
 

@@ -1,8 +1,8 @@
 """The types of CEL's operators, literals, macros and functions, as the type check (`typecheck.py`) needs them.
 
-An operator's operands are checked as Kubernetes' CEL does (`string > int` has no overload), except that
-numbers of different types are let through (Kubernetes compares them by value; their arithmetic is left
-to the engine) and anything `dyn` is. A function's result type is the one its declarations give: CEL's
+An operator's operands are checked as Kubernetes' CEL does (`string > int`, `int * double` have no
+overload), except that numbers of different types compare (Kubernetes compares them by value) and anything
+`dyn` is let through. A function's result type is the one its declarations give: CEL's
 standard functions here, the Kubernetes libraries' from their `Overload`s (`libs/`, declared once for
 both engines); a function with several result types, or none known, is `dyn`.
 """
@@ -140,7 +140,7 @@ def _arithmetic(operator: str, left: CelType, right: CelType) -> CelType | None:
     if not known:
         return DYN if _may_compute(operator, left) and _may_compute(operator, right) else None
     if left.kind in NUMBERS and right.kind in NUMBERS:
-        return left if left.kind == right.kind else DYN  # mixed: the engine decides (Kubernetes refuses it)
+        return left if left.kind == right.kind else None  # `1 * 2.0`: no overload, as in Kubernetes
     if operator == "+" and left.kind == right.kind and left.kind in _ADDABLE:
         return list_of(common([left.item or DYN, right.item or DYN])) if left.kind == "list" else left
     return None
@@ -246,7 +246,6 @@ def member_result(name: str, owner: CelType, arguments: Sequence[CelType]) -> Ce
     return _library(name, True, len(arguments))
 
 
-@cache
 def _library(name: str, member: bool, count: int) -> CelType:
     """The one result type the library declares for `name` with `count` arguments, else `dyn`."""
     results = {
