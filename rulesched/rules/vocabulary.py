@@ -2,7 +2,8 @@
 match conditions may read it, how it is read off a pod request or a node context, and how caches key on it.
 
 Everything else that knows the names derives from this table: both CEL engines' declarations
-(`cel/cpp.py`), what an expression reads (`cel/analysis.py`), the cost estimate's inputs (`cel/cost.py`),
+(`cel/cpp.py`), the load-time type check (`cel/typecheck.py`: each name's `typed`, the fields of `RECORDS`),
+what an expression reads (`cel/analysis.py`), the cost estimate's inputs (`cel/cost.py`),
 the match conditions' check (`book.py`), the fast path's classification, memo values, pod keys and node
 projections (`plan.py`), the reference evaluation's values (`reference.py`), lint (`tools/lint.py`) and
 the table of names in docs/rules/language.md (a test compares it). A new name is one entry here
@@ -276,12 +277,13 @@ def shown_type(entry: Name) -> str:
 
 
 def type_table() -> str:
-    """The fields of the vocabulary's records, as docs/rules/cluster-context.md lists them."""
-    rows = [
+    """Every name's type and the fields of the vocabulary's records, as docs/rules/cluster-context.md lists them."""
+    names = [f"| `{e.name}` | {shown_type(e)} |" for e in NAMES]
+    records = [
         f"| `{name}` | {', '.join(f'`{field}`: `{types.parse(text)}`' for field, text in fields.items())} |"
         for name, fields in RECORDS.items()
     ]
-    return "\n".join(["| type | fields |", "|---|---|", *rows])
+    return "\n".join(["| name | type |", "|---|---|", *names, "", "| type | fields |", "|---|---|", *records])
 
 
 def doc_table() -> str:

@@ -6,6 +6,7 @@ the closest names (or the operator and the types), with the column; well-guarded
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import httpx
@@ -194,6 +195,10 @@ def test_eval_refuses_a_misspelt_field_as_a_compile_error(capsys: pytest.Capture
     assert "(at 1:15)" in answer
 
 
+def rejected(client: httpx.Client, count: int) -> bool:
+    return metric(client, 'rulesched_reloads_total{result="rejected"}') == count
+
+
 def test_a_running_server_keeps_its_rules_when_a_reload_brings_a_rule_that_cannot_work(tmp_path: Path) -> None:
     """Each broken file dropped into the rules directory of a running server is rejected, named in /rules,
     and the last good rules stay active."""
@@ -201,7 +206,7 @@ def test_a_running_server_keeps_its_rules_when_a_reload_brings_a_rule_that_canno
     with running_server(settings(tmp_path)) as url, httpx.Client(base_url=url, timeout=10) as client:
         for count, (spec, _, parts, _) in enumerate(BROKEN[:4] + BROKEN[-5:], start=1):
             write_rules(tmp_path, rule_set("typo", spec), "typo.yaml")
-            eventually(lambda n=count: metric(client, 'rulesched_reloads_total{result="rejected"}') == n)
+            eventually(functools.partial(rejected, client, count))
             status = client.get("/rules").json()
             assert status["active"]["generation"] == 1
             [error] = status["lastRejected"]["errors"]

@@ -7,7 +7,7 @@ import pytest
 
 from rulesched.cluster import kubernetes_types
 from rulesched.rules.cel.types import kubernetes_table, kubernetes_version, parse, value_type
-from rulesched.rules.vocabulary import NAMES, context_types
+from rulesched.rules.vocabulary import NAMES, context_types, type_table
 from tests.paths import REPO
 
 TABLE = REPO / "rulesched" / "rules" / "cel" / "kubernetes_types.json"
@@ -59,3 +59,7 @@ def test_every_context_name_has_a_type() -> None:
 )
 def test_a_result_is_named_by_its_cel_type(value: object, name: str) -> None:
     assert value_type(value) == name
+
+
+def test_the_docs_list_every_names_type() -> None:
+    assert type_table() in (REPO / "docs" / "rules" / "cluster-context.md").read_text()
