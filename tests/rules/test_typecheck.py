@@ -14,6 +14,8 @@ import pytest
 
 from rulesched.cli import main
 from rulesched.rules.cel import ENGINE_NAMES
+from rulesched.rules.cel.typecheck import typed
+from rulesched.rules.cel.types import DYN
 from tests.builders import rule_set, write_rules
 from tests.rules.test_reload import eventually, metric, passed, reject, settings
 from tests.server import running_server
@@ -213,3 +215,7 @@ def test_a_running_server_keeps_its_rules_when_a_reload_brings_a_rule_that_canno
             assert error["file"].endswith("typo.yaml")
             assert all(part in error["message"] for part in parts), error["message"]
             assert passed(client) == ["k8s-master", "k8s-node2"]
+
+
+def test_an_expression_nested_past_the_limit_is_left_to_the_engine() -> None:
+    assert typed("pod" + ".a" * 2000, {}).type == DYN

@@ -77,7 +77,10 @@ def check(
     if tree is None:
         return Checked(DYN)
     walker = _Walker(source, names, variables or {}, unknown_fields)
-    return Checked(walker.type_of(tree, {}), walker.warnings)
+    try:
+        return Checked(walker.type_of(tree, {}), walker.warnings)
+    except RecursionError:  # nested past what CEL allows: the engine refuses it, naming its limit
+        return Checked(DYN)
 
 
 def typed(source: str, variables: Mapping[str, CelType], unknown_fields: UnknownFields = "error") -> Checked:
