@@ -221,6 +221,19 @@ class _Tree:
         return node
 
 
+def arguments(call: lark.Tree[Any]) -> list[lark.Tree[Any]]:
+    """The argument expressions of a call node (`f(a, b)`, `x.f(a, b)`)."""
+    lists = [c for c in call.children if isinstance(c, lark.Tree) and c.data == "exprlist"]
+    return [c for c in lists[0].children if isinstance(c, lark.Tree)] if lists else []
+
+
+def bare_ident(node: Any) -> str | None:
+    """The name `node` is, if it only wraps a bare identifier (`x`, `(x)`)."""
+    while isinstance(node, lark.Tree) and node.data in _PASS_THROUGH and len(node.children) == 1:
+        node = node.children[0]
+    return str(node.children[0]) if isinstance(node, lark.Tree) and node.data == "ident" else None
+
+
 def _is_has(call: lark.Tree[Any]) -> bool:
     return call.data == "ident_arg" and str(call.children[0]) == "has"
 

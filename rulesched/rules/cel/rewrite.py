@@ -27,6 +27,8 @@ from typing import Any, cast
 
 import lark
 
+from rulesched.rules.cel.analysis import arguments as _arguments
+from rulesched.rules.cel.analysis import bare_ident as _bare_ident
 from rulesched.rules.cel.analysis import syntax_tree
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.libs.comprehensions import ENTRIES, KEYS, ZIP
@@ -72,19 +74,6 @@ def _apply(source: str, edits: list[_Edit]) -> str:
         position = edit.end
     out.append(source[position:])
     return "".join(out)
-
-
-def _arguments(call: lark.Tree[Any]) -> list[lark.Tree[Any]]:
-    lists = [c for c in call.children if isinstance(c, lark.Tree) and c.data == "exprlist"]
-    return [c for c in lists[0].children if isinstance(c, lark.Tree)] if lists else []
-
-
-def _bare_ident(node: Any) -> str | None:
-    while isinstance(node, lark.Tree) and node.data in _WRAPPERS and len(node.children) == 1:
-        node = node.children[0]
-    if isinstance(node, lark.Tree) and node.data == "ident":
-        return str(node.children[0])
-    return None
 
 
 def _walk(tree: lark.Tree[Any]) -> Iterator[tuple[lark.Tree[Any], int]]:

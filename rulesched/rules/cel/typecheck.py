@@ -21,7 +21,7 @@ from typing import Any
 import lark
 
 from rulesched.rules.cel import typecheck_ops as ops
-from rulesched.rules.cel.analysis import string_literal, syntax_tree
+from rulesched.rules.cel.analysis import arguments, bare_ident, string_literal, syntax_tree
 from rulesched.rules.cel.base import UnknownFields
 from rulesched.rules.cel.types import (
     BOOL,
@@ -35,8 +35,10 @@ from rulesched.rules.cel.types import (
 )
 from rulesched.rules.vocabulary import context_types
 
-_WRAPPERS = frozenset({"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication"})
-_WRAPPERS_ALL = _WRAPPERS | {"unary", "member", "primary"}
+_WRAPPERS = frozenset(
+    {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary", "member", "primary"}
+)
+"""Grammar levels that, with a single child, only wrap it."""
 _VARIABLES = "variables"
 
 
@@ -120,7 +122,7 @@ class _Walker:
         if isinstance(node, lark.Token):
             return DYN
         children = node.children
-        if node.data in _WRAPPERS_ALL and len(children) == 1:
+        if node.data in _WRAPPERS and len(children) == 1:
             return self.type_of(children[0], scope)
         method = getattr(self, f"_{node.data}", None)
         return method(node, scope) if method is not None else DYN
@@ -226,15 +228,15 @@ class _Walker:
     # Calls
 
     def _ident_arg(self, node: lark.Tree[Any], scope: Scope) -> CelType:
-        name, args = str(node.children[0]), _arguments(node)
+        name, args = str(node.children[0]), arguments(node)
         types = [self.type_of(arg, scope) for arg in args]
         if name == "has":
             return BOOL
         return ops.global_result(name, types)
 
     def _member_dot_arg(self, node: lark.Tree[Any], scope: Scope) -> CelType:
-        receiver, method, args = node.children[0], str(node.children[1]), _arguments(node)
-        namespace = _bare_ident(receiver)
+        receiver, method, args = node.children[0], str(node.children[1]), arguments(node)
+        namespace = bare_ident(receiver)
         if namespace not in (None, _VARIABLES) and namespace not in scope and namespace not in self.names:
             if f"{namespace}.{method}" == "cel.bind" and len(args) == 3:
                 return self._bind(args, scope)
@@ -246,7 +248,7 @@ class _Walker:
         return ops.member_result(method, owner, [self.type_of(arg, scope) for arg in args])
 
     def _bind(self, args: list[lark.Tree[Any]], scope: Scope) -> CelType:
-        name = _bare_ident(args[0])
+        name = bare_ident(args[0])
         value = self.type_of(args[1], scope)
         return self.type_of(args[2], {**scope, name: value} if name else scope)
 
@@ -303,14 +305,3 @@ class _Walker:
 def _offset(node: Any) -> int:
     """Where a token or a subtree starts in the source."""
     return int(node.meta.start_pos if isinstance(node, lark.Tree) else node.start_pos)
-
-
-def _arguments(call: lark.Tree[Any]) -> list[lark.Tree[Any]]:
-    lists = [c for c in call.children if isinstance(c, lark.Tree) and c.data == "exprlist"]
-    return [c for c in lists[0].children if isinstance(c, lark.Tree)] if lists else []
-
-
-def _bare_ident(node: Any) -> str | None:
-    while isinstance(node, lark.Tree) and node.data in _WRAPPERS_ALL and len(node.children) == 1:
-        node = node.children[0]
-    return str(node.children[0]) if isinstance(node, lark.Tree) and node.data == "ident" else None

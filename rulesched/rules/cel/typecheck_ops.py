@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
-import lark
-
+from rulesched.rules.cel.analysis import bare_ident
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.types import (
     BOOL,
@@ -188,14 +187,8 @@ def comprehension_variables(method: str, args: Sequence[Any]) -> list[str]:
         count = 2
     else:
         return []
-    names = [_identifier(arg) for arg in args[:count]]
+    names = [bare_ident(arg) for arg in args[:count]]
     return [n for n in names if n] if all(names) and len(args) > count else []
-
-
-def _identifier(node: Any) -> str | None:
-    while isinstance(node, lark.Tree) and len(node.children) == 1 and isinstance(node.children[0], lark.Tree):
-        node = node.children[0]
-    return str(node.children[0]) if isinstance(node, lark.Tree) and node.data == "ident" else None
 
 
 def iteration_types(owner: CelType, count: int) -> list[CelType] | None:
