@@ -381,7 +381,7 @@ def test_filter_returning_a_non_bool_at_run_time_is_an_error(
     book = load_spec(
         tmp_path,
         engine,
-        f"filters:\n- name: dyn\n  expression: node.metadata.labels['zone']\n  failurePolicy: {policy}",
+        f"filters:\n- name: dyn\n  expression: dyn(node.metadata.labels['zone'])\n  failurePolicy: {policy}",
     )
     decision = decide(book, make_pod(), [make_context(make_node(labels={"zone": "a"}))])
     assert decision.nodes["node-a"].passed is passed
@@ -572,7 +572,7 @@ def test_scores_are_computed_over_passing_nodes_only(tmp_path: Path, engine: Eng
 
 
 def test_score_errors_from_wrong_runtime_type_are_recorded(tmp_path: Path, engine: Engine) -> None:
-    book = load_spec(tmp_path, engine, score_spec(score_rule("label", "node.metadata.labels['weight']", "Clamp")))
+    book = load_spec(tmp_path, engine, score_spec(score_rule("label", "dyn(node.metadata.labels['weight'])", "Clamp")))
     decision = decide(book, make_pod(), [make_context(make_node(labels={"weight": "heavy"}))])
     assert decision.nodes["node-a"].score == 0
     assert [(e.rule, e.node) for e in decision.errors] == [("label", "node-a")]
