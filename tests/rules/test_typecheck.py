@@ -7,15 +7,17 @@ the closest names (or the operator and the types), with the column; well-guarded
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 
 import httpx
 import pytest
 
 from rulesched.cli import main
-from rulesched.rules.cel import ENGINE_NAMES
+from rulesched.rules.cel import ENGINE_NAMES, Limits, make_engine
 from rulesched.rules.cel.typecheck import typed
 from rulesched.rules.cel.types import DYN
+from rulesched.rules.store import RuleStore
 from tests.builders import rule_set, write_rules
 from tests.rules.test_reload import eventually, metric, passed, reject, settings
 from tests.server import running_server
@@ -219,3 +221,26 @@ def test_a_running_server_keeps_its_rules_when_a_reload_brings_a_rule_that_canno
 
 def test_an_expression_nested_past_the_limit_is_left_to_the_engine() -> None:
     assert typed("pod" + ".a" * 2000, {}).type == DYN
+
+
+def test_a_reload_with_unknown_fields_warn_loads_and_logs_each_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_rules(tmp_path, rule_set("newer", NEWER))
+    store = RuleStore([tmp_path], make_engine("cpp", Limits(unknown_fields="warn")))
+    with caplog.at_level(logging.WARNING, logger="rulesched.rules"):
+        assert store.reload() == "loaded"
+    assert store.book is not None
+    [warning] = store.book.warnings
+    assert warning.rule == "r"
+    assert warning.position == (1, 10)
+    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "undefined field 'someFutureField' of PodSpec" in record.getMessage()
+
+
+def test_the_servers_unknown_fields_setting_reaches_the_check(tmp_path: Path) -> None:
+    write_rules(tmp_path, rule_set("newer", NEWER))
+    warn = settings(tmp_path).model_copy(update={"unknown_fields": "warn"})
+    with running_server(warn) as url, httpx.Client(base_url=url, timeout=10) as client:
+        status = client.get("/rules").json()
+        assert [rule_set["name"] for rule_set in status["active"]["ruleSets"]] == ["newer"]
