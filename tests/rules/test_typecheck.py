@@ -99,6 +99,18 @@ BROKEN: list[tuple[str, str, list[str], str]] = [
         ["found no matching overload for '_*_' applied to '(int, double)'"],
         "1:19",
     ),
+    (
+        "matchConditions:\n- name: m\n  expression: \"pod.metadata.lables['team'] == 'a'\"\n" + FILTER.format("true"),
+        "in-a-match-condition",
+        ["undefined field 'lables' of ObjectMeta (pod.metadata", "did you mean 'labels'?"],
+        "1:14",
+    ),
+    (
+        "matchConditions:\n- name: m\n  expression: pod.metadata.name\n" + FILTER.format("true"),
+        "match-condition-returns-string",
+        ["must be a bool, not string"],
+        "",
+    ),
     (FILTER.format("node.metadata.name"), "filter-returns-string", ["must be a bool, not string"], ""),
     (SCORE.format("node.metadata.name"), "score-returns-string", ["must be a number, not string"], ""),
 ]
@@ -199,6 +211,20 @@ def test_eval_refuses_a_misspelt_field_as_a_compile_error(capsys: pytest.Capture
     assert "(at 1:15)" in answer
 
 
+RELOADED = {
+    "field-select",
+    "in-has",
+    "optional-select",
+    "in-comprehension",
+    "in-bind",
+    "quantity-vs-int",
+    "label-vs-int",
+    "filter-returns-string",
+    "score-returns-string",
+}
+"""The issue's cases, dropped one by one into a running server's rules directory."""
+
+
 def rejected(client: httpx.Client, count: int) -> bool:
     return metric(client, 'rulesched_reloads_total{result="rejected"}') == count
 
@@ -208,7 +234,9 @@ def test_a_running_server_keeps_its_rules_when_a_reload_brings_a_rule_that_canno
     and the last good rules stay active."""
     write_rules(tmp_path, reject("good", "k8s-node1"), "good.yaml")
     with running_server(settings(tmp_path)) as url, httpx.Client(base_url=url, timeout=10) as client:
-        for count, (spec, _, parts, _) in enumerate(BROKEN[:4] + BROKEN[-5:], start=1):
+        dropped = [(spec, parts) for spec, case, parts, _ in BROKEN if case in RELOADED]
+        assert len(dropped) == len(RELOADED)
+        for count, (spec, parts) in enumerate(dropped, start=1):
             write_rules(tmp_path, rule_set("typo", spec), "typo.yaml")
             eventually(functools.partial(rejected, client, count))
             status = client.get("/rules").json()
