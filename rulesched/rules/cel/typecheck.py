@@ -6,15 +6,16 @@ get one verdict. Context names are typed by the vocabulary (`vocabulary.context_
 kinds from their schema (`kubernetes_types.json`), the others from the vocabulary's records. It refuses, as
 Kubernetes' CEL type checker does: a field an object does not have (in `.f`, `.?f`, `['f']`, `has(x.f)`,
 inside comprehensions and `cel.bind`), with the closest names; an operator its operands' types do not take
-(`string > int`); a field of a scalar or a list. Whatever it cannot know is `dyn`, which is never refused:
-a map's values that the schema leaves open, a function it does not know, an operand of mixed number types.
-The operators' and functions' types are in `typecheck_ops.py`.
+(`string > int`, `int * double`); a field of a scalar or a list; a result of the wrong type (`book.py`).
+Whatever it cannot know is `dyn`, which is never refused: a field the schema leaves open, a function whose
+result type it does not know, anything under `dyn(…)`. The operators' and functions' types are in
+`typecheck_ops.py`.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,7 +98,8 @@ def line_column(source: str, position: int) -> tuple[int, int]:
 
 
 def suggestion(name: str, candidates: list[str]) -> str:
-    """` did you mean 'x'?` for the closest of `candidates`, or nothing when none is close."""
+    """`: did you mean 'x'?` for the closest of `candidates` (a different case first), or nothing when none is
+    close."""
     lowered = {c.lower(): c for c in candidates}
     close = [lowered[name.lower()]] if name.lower() in lowered else difflib.get_close_matches(name, candidates, 3, 0.6)
     return f": did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
@@ -124,8 +126,8 @@ class _Walker:
         children = node.children
         if node.data in _WRAPPERS and len(children) == 1:
             return self.type_of(children[0], scope)
-        method = getattr(self, f"_{node.data}", None)
-        return method(node, scope) if method is not None else DYN
+        rule = _RULES.get(node.data)
+        return rule(self, node, scope) if rule is not None else DYN
 
     # Operators
 
@@ -300,6 +302,27 @@ class _Walker:
         end = _offset(right)
         found = self.source.find(operator, start, end)
         return found if found >= 0 else start
+
+
+_RULES: Mapping[str, Callable[[_Walker, lark.Tree[Any], Scope], CelType]] = {
+    "expr": _Walker._expr,
+    "conditionalor": _Walker._conditionalor,
+    "conditionaland": _Walker._conditionaland,
+    "relation": _Walker._relation,
+    "addition": _Walker._addition,
+    "multiplication": _Walker._multiplication,
+    "unary": _Walker._unary,
+    "member_dot": _Walker._member_dot,
+    "member_index": _Walker._member_index,
+    "ident_arg": _Walker._ident_arg,
+    "member_dot_arg": _Walker._member_dot_arg,
+    "ident": _Walker._ident,
+    "literal": _Walker._literal,
+    "paren_expr": _Walker._paren_expr,
+    "list_lit": _Walker._list_lit,
+    "map_lit": _Walker._map_lit,
+}
+"""How each grammar rule is typed; any other (a message literal, a leading-dot name) is `dyn`."""
 
 
 def _offset(node: Any) -> int:
