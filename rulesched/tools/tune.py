@@ -156,7 +156,7 @@ def tune(scene: Scene, book: RuleBook, kube: Mapping[str, int], current: Weights
         trials.append(place(tuning, book, kube, weights, search))
     base = trials[0]
     best = min(trials, key=lambda t: (t.loss, trials.index(t)))
-    proposed, reason = _judge(base, best)
+    proposed, reason = judge(base, best)
     held_out = None
     if checking is not None and best is not base:
         held = {"current": place(checking, book, kube, base.weights, search)}
@@ -169,7 +169,7 @@ def tune(scene: Scene, book: RuleBook, kube: Mapping[str, int], current: Weights
     return result
 
 
-def _judge(base: Trial, best: Trial) -> tuple[bool, str]:
+def judge(base: Trial, best: Trial) -> tuple[bool, str]:
     if best is base:
         return False, "no weights tried do better than the current ones"
     noise = max(base.spread, best.spread)

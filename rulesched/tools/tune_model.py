@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 import random
 import statistics
 from collections.abc import Mapping, Sequence
@@ -140,7 +141,8 @@ class _Run:
             if name in self.nodes:
                 self.nodes[name].state.add(Demand.of_requests(view.get("requests") or {}), owner_of(view))
                 self.nodes[name].views.append(view)
-        self.polled = -1
+        self.polled = math.floor(-self.phase / scene.interval) - 1
+        self.poll(0.0)  # metrics-server polled before the first arrival too: every node starts with a sample
 
     def at(self, seconds: float) -> datetime.datetime:
         return self.scene.start + datetime.timedelta(seconds=seconds)
@@ -148,7 +150,7 @@ class _Run:
     def poll(self, now: float) -> None:
         """Every poll due by `now`: each node's sample, of the pods running by then."""
         interval = self.scene.interval
-        due = int((now - self.phase) // interval) if now >= self.phase else -1
+        due = math.floor((now - self.phase) / interval)
         for index in range(self.polled + 1, due + 1):
             when = self.phase + index * interval
             for node in self.nodes.values():

@@ -66,7 +66,7 @@ def agreement(version: str, scenario: str) -> Agreement:
     real = real_nodes(answers / "RESULT.txt")
     filters, ranked = calls(requests, "filter"), calls(requests, "prioritize")
     scores = [json.loads(p.read_text()) for p in sorted(answers.glob("prioritize-*.response.json"))]
-    nodes = {n["metadata"]["name"]: n for body in filters + ranked for n in (body.get("Nodes") or {}).get("items")}
+    nodes = {n["metadata"]["name"]: n for body in filters + ranked for n in body["Nodes"]["items"]}
     states = {name: NodeState(node) for name, node in nodes.items()}
     prioritized = {body["Pod"]["metadata"]["name"]: (body, answer) for body, answer in zip(ranked, scores, strict=True)}
     order = dict.fromkeys(body["Pod"]["metadata"]["name"] for body in filters)
