@@ -113,10 +113,10 @@ def candidates(current: Weights, rng: random.Random) -> Iterator[Weights]:
     yield current
     for extender in EXTENDER_GRID:
         if extender != current.extender:
-            yield Weights(current.rules, extender)
+            yield Weights(current.rules, float(extender))
     while True:
         rules = {name: rng.choice(RULE_GRID) for name in current.rules}
-        yield Weights(rules, rng.choice(EXTENDER_GRID))
+        yield Weights(rules, float(rng.choice(EXTENDER_GRID)))
 
 
 def place(scene: Scene, book: RuleBook, kube: Mapping[str, int], weights: Weights, search: Search) -> Trial:
