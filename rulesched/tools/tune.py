@@ -2,12 +2,12 @@
 scene's pods again and again (`tune_model.simulate`) with other weights.
 
 The search is bounded (`Search.trials` weight sets, each placed with `Search.seeds` seeds, within
-`Search.max_seconds`: the weights tried so far when time runs out), deterministic for a seed, and honest:
+`Search.max_seconds`: the weight sets tried so far when time runs out), deterministic for a seed, and honest:
 each weight set is placed with several seeds (other poll phases, ties and +-10% of each pod's use), the
 spread of its figures over those seeds is its noise, and the best is proposed only when it beats the
-current weights by more than the larger of the two spreads and is no worse on the held-out half of the
-arrivals (tuned on the first half, checked on the second). Memory: one scene, one simulation at a time and
-a few numbers per weight set tried.
+current weights by more than the larger of the two spreads, and does no worse than them once the held-out
+half of the arrivals is placed too (tuned on the first half; every arrival placed to check). Memory: one
+scene, one simulation at a time and a few numbers per weight set tried.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,7 @@ class Search:
     threshold: float = 0.8
     """pack: the share of its allocatable CPU no node may use."""
     holdout: bool = True
-    """Tune on the first half of the arrivals and check on the second (when there are at least 4)."""
+    """Tune on the first half of the arrivals and check with all of them (when there are at least 4)."""
 
 
 @dataclass(slots=True)
@@ -108,14 +108,14 @@ def loss(figures: Mapping[str, float], objective: str, nodes: int) -> float:
     return figures["max/mean"] + penalty
 
 
-def candidates(current: Weights, rng: random.Random) -> Iterator[Weights]:
-    """The current weights, then each extender weight with the current rule weights, then random draws."""
-    yield current
+def candidates(current: Weights, active: Collection[str], rng: random.Random) -> Iterator[Weights]:
+    """Each extender weight with the current rule weights, then random draws of the `active` rules' weights
+    (those that ranked some pod's nodes; the others keep theirs) with an extender weight."""
     for extender in EXTENDER_GRID:
         if extender != current.extender:
             yield Weights(current.rules, float(extender))
     while True:
-        rules = {name: rng.choice(RULE_GRID) for name in current.rules}
+        rules = {name: rng.choice(RULE_GRID) if name in active else weight for name, weight in current.rules.items()}
         yield Weights(rules, float(rng.choice(EXTENDER_GRID)))
 
 
@@ -132,12 +132,12 @@ def place(scene: Scene, book: RuleBook, kube: Mapping[str, int], weights: Weight
 
 
 def halves(scene: Scene, search: Search) -> tuple[Scene, Scene | None]:
-    """The scene to tune on and the one to check on (None: no held-out check)."""
+    """The scene to tune on (the first half of the arrivals) and the one to check on (every arrival: the
+    second half held out from the search); None: no held-out check."""
     arrivals = sorted(scene.arrivals, key=lambda a: a.at)
     if not search.holdout or len(arrivals) < 4:
         return scene, None
-    middle = len(arrivals) // 2
-    return scene.part(arrivals[:middle]), scene.part(arrivals[middle:])
+    return scene.part(arrivals[: len(arrivals) // 2]), scene
 
 
 def tune(scene: Scene, book: RuleBook, kube: Mapping[str, int], current: Weights, search: Search) -> Result:
@@ -145,12 +145,13 @@ def tune(scene: Scene, book: RuleBook, kube: Mapping[str, int], current: Weights
     started = time.monotonic()
     tuning, checking = halves(scene, search)
     rng = random.Random(search.seed)
-    trials: list[Trial] = []
+    trials = [place(tuning, book, kube, current, search)]
     cut_short = False
-    for weights in candidates(current, rng):
+    active = trials[0].first.scored if trials[0].first is not None else frozenset()
+    for weights in candidates(current, active, rng):
         if len(trials) >= search.trials:
             break
-        if trials and time.monotonic() - started > search.max_seconds:
+        if time.monotonic() - started > search.max_seconds:
             cut_short = True
             break
         trials.append(place(tuning, book, kube, weights, search))
@@ -162,8 +163,8 @@ def tune(scene: Scene, book: RuleBook, kube: Mapping[str, int], current: Weights
         held = {"current": place(checking, book, kube, base.weights, search)}
         held["best"] = place(checking, book, kube, best.weights, search)
         held_out = {name: trial.summary() for name, trial in held.items()}
-        if proposed and held["best"].loss > held["current"].loss + max(held["best"].spread, held["current"].spread):
-            proposed, reason = False, "the best weights do worse than the current ones on the held-out half"
+        if proposed and held["best"].loss > held["current"].loss:
+            proposed, reason = False, "the best weights do worse than the current ones once the held-out half is placed"
     result = Result(base, best, proposed, reason, 0, len(trials), time.monotonic() - started, cut_short, held_out)
     result.moved = moved(base.first, result.chosen.first)
     return result

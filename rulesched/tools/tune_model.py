@@ -89,6 +89,8 @@ class Outcome:
     cpu: dict[str, float]
     unschedulable: int
     allocatable: dict[str, float]
+    scored: frozenset[str] = frozenset()
+    """The Enforce score rules (`rule-set/rule`) that ranked some pod's nodes: the only weights that matter."""
 
     def figures(self, threshold: float) -> dict[str, float]:
         """max/mean and standard deviation of node CPU use; nodes left empty; nodes above `threshold` of their
@@ -141,6 +143,7 @@ class _Run:
             if name in self.nodes:
                 self.nodes[name].state.add(Demand.of_requests(view.get("requests") or {}), owner_of(view))
                 self.nodes[name].views.append(view)
+        self.scored: set[str] = set()
         self.polled = math.floor(-self.phase / scene.interval) - 1
         self.poll(0.0)  # metrics-server polled before the first arrival too: every node starts with a sample
 
@@ -191,6 +194,7 @@ class _Run:
         states = [self.nodes[n].state for n in passed]
         own = plugin_scores(arrival.pod, demand, states, self.kube, len(self.nodes))
         verdicts = decision.nodes
+        self.scored.update(f"{r.rule_set}/{r.rule}" for r in verdicts[passed[0]].scores if r.enforce)
         totals = {
             name: own[i]
             + extender_part(extender_score(verdicts[name].scores, self.weights.rules), self.weights.extender)
@@ -241,4 +245,4 @@ def simulate(scene: Scene, book: RuleBook, kube: Mapping[str, int], weights: Wei
         placements[arrival.name] = name
     cpu = {n: node.base[0] + sum(p.cpu for p in node.placed) for n, node in run.nodes.items()}
     allocatable = {n: node.state.allocatable()[0] / 1000 for n, node in run.nodes.items()}
-    return Outcome(placements, cpu, unschedulable, allocatable)
+    return Outcome(placements, cpu, unschedulable, allocatable, frozenset(run.scored))

@@ -35,7 +35,9 @@ def render_text(found: Mapping[str, Any]) -> str:
         f"  {_figures(found['best']['figures'])}",
     ]
     if found["heldOut"]:
-        lines.append("held-out half (tuned on the first half of the arrivals, placed here with each):")
+        lines.append(
+            "with the held-out half (tuned on the first half of the arrivals; every arrival placed with each):"
+        )
         lines += [f"  {name}: {_figures(found['heldOut'][name])}" for name in ("current", "best")]
     verdict = "proposed" if found["proposed"] else "kept the current weights"
     lines.append(f"{verdict}: {found['reason']}; pods that land elsewhere: {found['podsMoved']}")

@@ -5,7 +5,9 @@ the search's bounds, its noise test and its held-out half, and the errors it giv
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -14,12 +16,12 @@ from rulesched.cli import main
 from rulesched.rules.cel import make_engine
 from rulesched.rules.loader import load_rule_book
 from rulesched.tools.replay_markdown import LIMIT
-from rulesched.tools.tune import Search, Trial, current_weights, judge, tune
+from rulesched.tools.tune import Search, Trial, candidates, current_weights, judge, tune
 from rulesched.tools.tune_config import ConfigError, read_profile
 from rulesched.tools.tune_kube import DEFAULT_WEIGHTS
-from rulesched.tools.tune_model import Arrival, Scene, Weights
+from rulesched.tools.tune_model import Arrival, Scene, Weights, simulate
 from rulesched.tools.tune_write import rewritten
-from tests.builders import load_spec, make_node
+from tests.builders import load_spec, make_node, rule_set, write_rules
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, RULES, SCHEDULER_FIXTURES
 from tests.tools.test_tune_model import START, arrival
 
@@ -222,3 +224,29 @@ def test_the_search_is_bounded_and_checks_its_best_on_the_held_out_half(tmp_path
     cut = tune(spread_scene(), book, DEFAULT_WEIGHTS, current_weights(book, 1.0), Search(trials=50, max_seconds=1e-6))
     assert cut.cut_short
     assert cut.tried == 1
+
+
+def test_only_the_weights_of_rules_that_ranked_nodes_are_searched(tmp_path: Path) -> None:
+    spec = """
+    scores:
+    - name: least-used
+      expression: -(metrics.cpu.usage + recent.estimates.cpu)
+    """
+    never = """
+    matchConditions:
+    - name: no-pod
+      expression: "false"
+    scores:
+    - name: unused
+      expression: "1.0"
+      weight: 3
+    """
+    write_rules(tmp_path / "rules", rule_set("never", never), name="never.yaml")
+    book = load_spec(tmp_path, make_engine("cpp"), spec, name="balance")
+    current = current_weights(book, 1.0)
+    assert current.rules == {"balance/least-used": 1.0, "never/unused": 3.0}
+    outcome = simulate(spread_scene(), book, DEFAULT_WEIGHTS, current, 1)
+    assert outcome.scored == {"balance/least-used"}
+    drawn = list(itertools.islice(candidates(current, outcome.scored, random.Random(1)), 30))
+    assert {w.rules["never/unused"] for w in drawn} == {3.0}
+    assert len({w.rules["balance/least-used"] for w in drawn}) > 1
