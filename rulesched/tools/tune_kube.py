@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rulesched.rules.context import allocatable_numbers
 from rulesched.rules.pod_values import pod_requests
 
 MAX_NODE_SCORE = 100
@@ -93,10 +94,15 @@ class NodeState:
             self.owners = self.owners or {}
             self.owners[owner] = self.owners.get(owner, 0) + 1
 
+    capacity: tuple[int, int, int] | None = None
+
     def allocatable(self) -> tuple[int, int, int]:
-        found = ((self.node.get("status") or {}).get("allocatable")) or {}
-        numbers = pod_requests({"spec": {"containers": [{"resources": {"requests": found}}]}})
-        return round(numbers.get("cpu", 0.0) * 1000), round(numbers.get("memory", 0.0)), int(numbers.get("pods", 110))
+        """Millicores, bytes and pods the node offers (parsed once)."""
+        if self.capacity is None:
+            numbers = allocatable_numbers((self.node.get("status") or {}).get("allocatable"))
+            cpu, memory = round(numbers.get("cpu", 0.0) * 1000), round(numbers.get("memory", 0.0))
+            self.capacity = cpu, memory, int(numbers.get("pods", 110))
+        return self.capacity
 
 
 def owner_of(pod: Mapping[str, Any]) -> str | None:

@@ -16,7 +16,7 @@ from rulesched.cli import main
 from rulesched.rules.cel import make_engine
 from rulesched.rules.loader import load_rule_book
 from rulesched.tools.replay_markdown import LIMIT
-from rulesched.tools.tune import Search, Trial, candidates, current_weights, judge, tune
+from rulesched.tools.tune import Search, Trial, candidates, current_weights, judge, loss, tune
 from rulesched.tools.tune_config import ConfigError, read_profile
 from rulesched.tools.tune_kube import DEFAULT_WEIGHTS
 from rulesched.tools.tune_model import Arrival, Scene, Weights, simulate
@@ -250,3 +250,11 @@ def test_only_the_weights_of_rules_that_ranked_nodes_are_searched(tmp_path: Path
     drawn = list(itertools.islice(candidates(current, outcome.scored, random.Random(1)), 30))
     assert {w.rules["never/unused"] for w in drawn} == {3.0}
     assert len({w.rules["balance/least-used"] for w in drawn}) > 1
+
+
+def test_pack_counts_empty_nodes_and_never_lets_a_node_go_over() -> None:
+    figures = {"max/mean": 1.5, "stddev": 1.0, "empty": 2.0, "over": 0.0, "unschedulable": 0.0}
+    fuller = figures | {"empty": 3.0}
+    assert loss(fuller, "pack", 8) < loss(figures, "pack", 8)
+    assert loss(fuller | {"over": 1.0}, "pack", 8) > loss(figures, "pack", 8)
+    assert loss(figures, "balance", 8) == 1.5
