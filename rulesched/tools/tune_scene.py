@@ -129,5 +129,8 @@ def _learnt(path: Path | None, pods: Sequence[Mapping[str, Any]]) -> UsageStore 
     if path is None:
         return None
     store = UsageStore()
-    record_poll(store, _read(path), [pod_view(p) for p in pods])
+    try:
+        record_poll(store, _read(path), [pod_view(p) for p in pods])
+    except ValueError as error:
+        raise InputError(f"{path}: {error}") from error
     return store

@@ -15,11 +15,13 @@ import pytest
 from rulesched.cli import main
 from rulesched.rules.cel import make_engine
 from rulesched.rules.loader import load_rule_book
+from rulesched.tools.inputs import InputError
 from rulesched.tools.replay_markdown import LIMIT
 from rulesched.tools.tune import Search, Trial, candidates, current_weights, judge, loss, tune
 from rulesched.tools.tune_config import ConfigError, read_profile
 from rulesched.tools.tune_kube import DEFAULT_WEIGHTS
 from rulesched.tools.tune_model import Arrival, Scene, Weights, simulate
+from rulesched.tools.tune_scene import from_files
 from rulesched.tools.tune_write import rewritten
 from tests.builders import load_spec, make_node, rule_set, write_rules
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, RULES, SCHEDULER_FIXTURES
@@ -258,3 +260,28 @@ def test_pack_counts_empty_nodes_and_never_lets_a_node_go_over() -> None:
     assert loss(fuller, "pack", 8) < loss(figures, "pack", 8)
     assert loss(fuller | {"over": 1.0}, "pack", 8) > loss(figures, "pack", 8)
     assert loss(figures, "balance", 8) == 1.5
+
+
+def test_pods_to_place_use_what_their_workloads_pods_use(tmp_path: Path) -> None:
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f", "controller": True}]
+    labels = {"app": "web", "pod-template-hash": "5d8f"}
+
+    def pod(name: str, node: str | None) -> dict[str, object]:
+        metadata = {"name": name, "namespace": "shop", "labels": labels, "ownerReferences": owner}
+        spec: dict[str, object] = {"containers": [{"name": "web", "resources": {"requests": {"cpu": "500m"}}}]}
+        return {"metadata": metadata, "spec": spec | ({"nodeName": node} if node else {})}
+
+    pods = tmp_path / "pods.json"
+    pods.write_text(json.dumps({"kind": "PodList", "items": [pod("web-1", "k8s-node1"), pod("web-2", None)]}))
+    usage = {"name": "web", "usage": {"cpu": "1500m", "memory": "100Mi"}}
+    item = {"metadata": {"name": "web-1", "namespace": "shop"}, "containers": [usage]}
+    metrics = tmp_path / "pod-metrics.json"
+    metrics.write_text(json.dumps({"kind": "PodMetricsList", "items": [item]}))
+    paths = {"nodes": EXAMPLE_NODES, "pods": pods, "metrics": EXAMPLE_METRICS, "pod-metrics": metrics}
+    (learnt,) = from_files(paths, 1.0, 15.0, 30.0).arrivals
+    assert learnt.cpu == pytest.approx(1.5)
+    (fallback,) = from_files(paths | {"pod-metrics": None}, 1.0, 15.0, 30.0).arrivals
+    assert fallback.cpu == pytest.approx(0.5)
+    metrics.write_text("{}")
+    with pytest.raises(InputError, match="not a PodMetricsList"):
+        from_files(paths, 1.0, 15.0, 30.0)
