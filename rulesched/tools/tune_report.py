@@ -9,6 +9,8 @@ from typing import Any
 
 from rulesched.tools.replay_markdown import code
 
+ROWS = 200
+"""The most score rules the Markdown report lists (each row within 150 characters: well within a comment)."""
 FIGURES = ("max/mean", "stddev", "empty", "over", "unschedulable", "spread")
 
 
@@ -67,9 +69,13 @@ def render_markdown(found: Mapping[str, Any]) -> str:
         lines.append(row)
     lines += ["", "| weight | current | best |", "|---|---:|---:|"]
     current, best = found["current"]["weights"], found["best"]["weights"]
-    for name, value in current["rules"].items():
-        lines.append(f"| {code(name)} | {value:g} | {best['rules'].get(name, value):g} |")
     lines.append(f"| `extenders[].weight` | {current['extender']:g} | {best['extender']:g} |")
+    # The changed weights first; at most ROWS rows (a name at most `code`'s width), so the comment stays short.
+    rows = sorted(current["rules"].items(), key=lambda item: best["rules"].get(item[0], item[1]) == item[1])
+    for name, value in rows[:ROWS]:
+        lines.append(f"| {code(name)} | {value:g} | {best['rules'].get(name, value):g} |")
+    if len(rows) > ROWS:
+        lines.append(f"\n… {len(rows) - ROWS} more score rules not shown: `rulesched tune --output json` has them all.")
     return "\n".join(lines) + "\n"
 
 

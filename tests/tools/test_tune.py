@@ -21,6 +21,7 @@ from rulesched.tools.tune import Search, Trial, candidates, current_weights, jud
 from rulesched.tools.tune_config import ConfigError, read_profile
 from rulesched.tools.tune_kube import DEFAULT_WEIGHTS
 from rulesched.tools.tune_model import Arrival, Scene, Weights, simulate
+from rulesched.tools.tune_report import FIGURES
 from rulesched.tools.tune_scene import from_files
 from rulesched.tools.tune_write import rewritten
 from tests.builders import load_spec, make_node, rule_set, write_rules
@@ -285,3 +286,22 @@ def test_pods_to_place_use_what_their_workloads_pods_use(tmp_path: Path) -> None
     metrics.write_text("{}")
     with pytest.raises(InputError, match="not a PodMetricsList"):
         from_files(paths, 1.0, 15.0, 30.0)
+
+
+def test_the_markdown_report_of_a_huge_rule_book_stays_within_a_comment() -> None:
+    from rulesched.tools.tune_report import ROWS, render_markdown
+
+    rules = {f"set-{'x' * 200}/rule-{i:05d}": 1.0 for i in range(5000)}
+    side = {"weights": {"rules": rules, "extender": 1.0}, "figures": dict.fromkeys(FIGURES, 1.0)}
+    best = {
+        "weights": {"rules": rules | {f"set-{'x' * 200}/rule-04999": 4.0}, "extender": 3.0},
+        "figures": side["figures"],
+    }
+    search = {"tried": 2, "seeds": 3, "seed": 1, "seconds": 1.0, "cutShort": False, "holdout": False}
+    found = {"objective": "balance", "pods": 1, "nodes": 1, "current": side, "best": best, "proposed": True}
+    found |= {"reason": "better", "podsMoved": 1, "heldOut": None, "search": search}
+    comment = render_markdown(found)
+    assert len(comment) < LIMIT
+    assert f"{5000 - ROWS} more score rules not shown" in comment
+    assert "| `extenders[].weight` | 1 | 3 |" in comment
+    assert "| 1 | 4 |" in comment  # the changed weight is listed, though last of 5000
