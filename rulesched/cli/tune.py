@@ -11,10 +11,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rulesched.cli.common import fail
 from rulesched.rules.cel import ENGINE_NAMES
+
+if TYPE_CHECKING:
+    from rulesched.tools.tune_model import Scene
 
 TUNE_HELP = """\
 examples:
@@ -106,7 +109,7 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scene(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
+def _scene(args: argparse.Namespace) -> tuple[Scene, dict[str, str]]:
     from rulesched.tools.recording_read import Recording, read_calls
     from rulesched.tools.tune_scene import from_calls, from_files
 

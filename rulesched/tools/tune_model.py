@@ -26,7 +26,7 @@ from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.semantics import round_score
 from rulesched.decide.verbs import Call, Verb
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import NodeUsage, node_context, node_pods
+from rulesched.rules.context import NodeContext, NodeUsage, node_context, node_pods
 from rulesched.rules.pod_values import pod_identity, pod_view
 from rulesched.tools.tune_kube import Demand, NodeState, extender_part, fits, owner_of, plugin_scores
 
@@ -163,7 +163,7 @@ class _Run:
                 node.sample = NodeUsage(cpu, memory, self.at(when))
         self.polled = max(self.polled, due)
 
-    def context(self, name: str, now: float) -> Any:
+    def context(self, name: str, now: float) -> NodeContext:
         node = self.nodes[name]
         stamp = node.sample.timestamp if node.sample else None
         sampled = (stamp - self.scene.start).total_seconds() if stamp is not None else None
