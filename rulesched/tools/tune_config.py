@@ -41,7 +41,25 @@ def read_profile(path: Path | None) -> Profile:
         raise ConfigError(f"{path}: cannot read it: {error}") from error
     if not isinstance(document, Mapping) or document.get("kind") != "KubeSchedulerConfiguration":
         raise ConfigError(f"{path}: not a KubeSchedulerConfiguration")
-    return Profile(_plugins(_profile(document), path), _extender(document, path))
+    profile = _profile(document)
+    _check_strategy(profile, path)
+    return Profile(_plugins(profile, path), _extender(document, path))
+
+
+def _check_strategy(profile: Mapping[str, Any], path: Path) -> None:
+    """Refuse a NodeResourcesFit scoring strategy the model does not have (it has LeastAllocated on cpu and
+    memory, weight 1 each: kube-scheduler's default)."""
+    for entry in profile.get("pluginConfig") or []:
+        if not isinstance(entry, Mapping) or entry.get("name") != "NodeResourcesFit":
+            continue
+        strategy = (entry.get("args") or {}).get("scoringStrategy") or {}
+        kind = strategy.get("type", "LeastAllocated")
+        resources = [r.get("name") for r in strategy.get("resources") or [] if isinstance(r, Mapping)]
+        if kind != "LeastAllocated" or resources not in ([], ["cpu", "memory"]):
+            raise ConfigError(
+                f"{path}: NodeResourcesFit scoringStrategy {kind} over {resources or ['cpu', 'memory']}: "
+                "rulesched tune models LeastAllocated over cpu and memory only (docs/guides/tuning-weights.md)"
+            )
 
 
 def _profile(document: Mapping[str, Any]) -> Mapping[str, Any]:

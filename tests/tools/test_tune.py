@@ -305,3 +305,19 @@ def test_the_markdown_report_of_a_huge_rule_book_stays_within_a_comment() -> Non
     assert f"{5000 - ROWS} more score rules not shown" in comment
     assert "| `extenders[].weight` | 1 | 3 |" in comment
     assert "| 1 | 4 |" in comment  # the changed weight is listed, though last of 5000
+
+
+def test_a_scoring_strategy_the_model_lacks_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "scheduler.yaml"
+    config.write_text(
+        """\
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: rulesched
+  pluginConfig:
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: MostAllocated}}
+"""
+    )
+    with pytest.raises(ConfigError, match="models LeastAllocated over cpu and memory only"):
+        read_profile(config)
