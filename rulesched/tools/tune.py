@@ -158,19 +158,32 @@ def tune(scene: Scene, book: RuleBook, kube: Mapping[str, int], current: Weights
     base = trials[0]
     best = min(trials, key=lambda t: (t.loss, trials.index(t)))
     proposed, reason = judge(base, best)
-    held_out = None
-    if checking is not None and best is not base:
-        held = {"current": place(checking, book, kube, base.weights, search)}
-        held["best"] = place(checking, book, kube, best.weights, search)
-        held_out = {name: trial.summary() for name, trial in held.items()}
-        if proposed and held["best"].loss > held["current"].loss:
-            proposed, reason = False, "the best weights do worse than the current ones once the held-out half is placed"
-    result = Result(base, best, proposed, reason, 0, len(trials), time.monotonic() - started, cut_short, held_out)
-    result.moved = moved(base.first, result.chosen.first)
+    held = _held_out(checking, book, kube, (base, best), search) if best is not base else None
+    if held is not None and proposed and held["best"].loss > held["current"].loss:
+        proposed, reason = False, "the best weights do worse than the current ones once the held-out half is placed"
+    summaries = {name: trial.summary() for name, trial in held.items()} if held is not None else None
+    result = Result(base, best, proposed, reason, 0, len(trials), time.monotonic() - started, cut_short, summaries)
+    if proposed:  # over every arrival when the held-out half was placed too
+        before, after = (held["current"], held["best"]) if held is not None else (base, best)
+        result.moved = moved(before.first, after.first)
     return result
 
 
+def _held_out(
+    checking: Scene | None, book: RuleBook, kube: Mapping[str, int], pair: tuple[Trial, Trial], search: Search
+) -> dict[str, Trial] | None:
+    """The current and the best weights placing every arrival (None: no held-out check)."""
+    if checking is None:
+        return None
+    current, best = pair
+    return {
+        "current": place(checking, book, kube, current.weights, search),
+        "best": place(checking, book, kube, best.weights, search),
+    }
+
+
 def judge(base: Trial, best: Trial) -> tuple[bool, str]:
+    """Whether `best` beats the current weights by more than the larger spread of the two, and why."""
     if best is base:
         return False, "no weights tried do better than the current ones"
     noise = max(base.spread, best.spread)

@@ -224,6 +224,8 @@ def test_the_search_is_bounded_and_checks_its_best_on_the_held_out_half(tmp_path
     assert result.best.loss < result.current.loss
     assert result.held_out is not None
     assert set(result.held_out) == {"current", "best"}
+    assert result.proposed
+    assert 0 < result.moved <= len(spread_scene().arrivals)  # counted over every arrival
     cut = tune(spread_scene(), book, DEFAULT_WEIGHTS, current_weights(book, 1.0), Search(trials=50, max_seconds=1e-6))
     assert cut.cut_short
     assert cut.tried == 1
