@@ -323,3 +323,64 @@ profiles:
     )
     with pytest.raises(ConfigError, match="models LeastAllocated over cpu and memory only"):
         read_profile(config)
+
+
+def test_write_puts_the_proposed_weights_in_the_rules_and_prints_the_extenders(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rules = tmp_path / "rules"
+    write_rules(rules, "# least used first\n" + rule_set("balance", LEAST_USED), name="balance.yaml")
+    files = cluster_files(tmp_path, loads=[0.2, 1.5, 3.0, 4.5], pods=16)
+    status = main(["tune", "--rules", str(rules), *files, "--trials", "8", "--write", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "proposed: better by" in out
+    extender = out.split("set extenders[].weight: ")[1].strip()
+    assert extender != "1"
+    written = (tmp_path / "out" / "balance.yaml").read_text()
+    assert written.startswith("# least used first\n")
+    changed = _changed_lines((rules / "balance.yaml").read_text(), written)
+    assert all(line.strip().startswith("weight:") for line in changed)
+
+
+LEAST_USED = "scores:\n- name: least-used\n  expression: -(metrics.cpu.usage + recent.estimates.cpu)\n"
+
+
+def cluster_files(directory: Path, loads: list[float], pods: int) -> list[str]:
+    """Nodes of 8 cores using `loads`, and `pods` pods of one Deployment to place, whose running pod uses 1.2
+    cores for its 500m request (its pod metrics)."""
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f", "controller": True}]
+    labels = {"app": "web", "pod-template-hash": "5d8f"}
+
+    def pod(name: str, node: str | None) -> dict[str, object]:
+        metadata = {"name": name, "namespace": "shop", "uid": f"uid-{name}", "labels": labels, "ownerReferences": owner}
+        spec: dict[str, object] = {"containers": [{"name": "web", "resources": {"requests": {"cpu": "500m"}}}]}
+        return {"metadata": metadata, "spec": spec | ({"nodeName": node} if node else {})}
+
+    names = [f"node-{i}" for i in range(len(loads))]
+    nodes = [make_node(n, {"kubernetes.io/hostname": n}, {"cpu": "8", "memory": "16Gi", "pods": "110"}) for n in names]
+    samples = [
+        {
+            "metadata": {"name": n},
+            "timestamp": "2026-11-01T00:00:00Z",
+            "usage": {"cpu": f"{round(load * 1000)}m", "memory": "1Gi"},
+        }
+        for n, load in zip(names, loads, strict=True)
+    ]
+    items = [pod("web-0", names[0])] + [pod(f"web-{i}", None) for i in range(1, pods + 1)]
+    used = {
+        "metadata": {"name": "web-0", "namespace": "shop"},
+        "containers": [{"name": "web", "usage": {"cpu": "1200m", "memory": "10Mi"}}],
+    }
+    written = {
+        "nodes": {"kind": "NodeList", "items": nodes},
+        "metrics": {"kind": "NodeMetricsList", "items": samples},
+        "pods": {"kind": "PodList", "items": items},
+        "pod-metrics": {"kind": "PodMetricsList", "items": [used]},
+    }
+    args = []
+    for name, document in written.items():
+        path = directory / f"{name}.json"
+        path.write_text(json.dumps(document))
+        args += [f"--{name}", str(path)]
+    return args
