@@ -8,14 +8,14 @@ import pytest
 
 from rulesched.cluster.errors import ConflictError
 from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.lease import Elector, LeaseClient
+from rulesched.cluster.lease import Elector, LeaseClient, LeaseTimes
 from tests.kubeapi import KubeAPI
 
 NAMESPACE, NAME = "rulesched-system", "rulesched-descheduler"
 
 
 def elector(access: KubeAccess, identity: str, duration: float = 1.0) -> Elector:
-    return Elector(LeaseClient(access.api, NAMESPACE, NAME), identity, duration)
+    return Elector(LeaseClient(access.api, NAMESPACE, NAME), identity, LeaseTimes.scaled(duration))
 
 
 def test_the_first_replica_creates_the_lease_and_holds_it(api: KubeAPI, access: KubeAccess) -> None:
