@@ -25,6 +25,8 @@ from tests.kubeapi import KubeAPI, make_cache, wait_for
 
 FAST: dict[str, Any] = {"backoff_initial": 0.02, "backoff_max": 0.1, "connect_timeout": 1.0}
 LABELLED = "'filter.xy.com' in node.metadata.labels && node.metadata.labels['filter.xy.com'] == 'yes'"
+CLIENT_GO = LeaseTimes.scaled(15.0)
+"""client-go's lease times: 15 s, 10 s, 2 s."""
 POLICY = "descheduling:\n  action: Evict\n  minAgeSeconds: 0\n  maxEvictionsPerMinute: 600\n"
 
 
@@ -34,12 +36,20 @@ def rules(expression: str = LABELLED, policy: str = POLICY) -> str:
 
 
 def controlled(
-    api: KubeAPI, namespace: str, name: str, node: str = "node-d", *, spec: Any = None, status: Any = None, **meta: Any
+    api: KubeAPI,
+    namespace: str,
+    name: str,
+    node: str = "node-d",
+    *,
+    spec: Any = None,
+    status: Any = None,
+    cpu: str = "100m",
+    **meta: Any,
 ) -> str:
     """A running pod on `node` owned by a ReplicaSet, created and placed an hour ago; `meta` updates its
-    metadata, `spec` its spec and `status` its status."""
+    metadata, `spec` its spec and `status` its status; it requests `cpu`."""
     uid = f"uid-{namespace}-{name}"
-    api.add_pod(namespace, name, uid, node)
+    api.add_pod(namespace, name, uid, node, cpu=cpu)
     pod = api.pod_object(namespace, name)
     hour_ago = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     pod["metadata"]["creationTimestamp"] = hour_ago
@@ -75,7 +85,12 @@ class Setting:
 
 @contextmanager
 def setting(
-    api: KubeAPI, access: KubeAccess, tmp_path: Path, text: str, options: DescheduleOptions
+    api: KubeAPI,
+    access: KubeAccess,
+    tmp_path: Path,
+    text: str,
+    options: DescheduleOptions,
+    times: LeaseTimes = CLIENT_GO,
 ) -> Iterator[Setting]:
     write_rules(tmp_path / "rules", text)
     store = RuleStore([tmp_path / "rules"], make_engine("cpp"))
@@ -89,7 +104,7 @@ def setting(
         assert pods.wait_ready(5)
         auditor = Auditor(store, AuditSources(nodes, pods, placements=placements))
         lease = LeaseClient(access.api, "rulesched-system", "rulesched-descheduler")
-        elector = Elector(lease, "me", LeaseTimes.scaled(15.0))
+        elector = Elector(lease, "me", times)
         auditor.descheduler = Descheduler(options, ApiEvicter(access.api, identity="me"), elector)
         yield Setting(api, auditor, auditor.descheduler, elector)
     finally:

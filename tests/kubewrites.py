@@ -15,6 +15,7 @@ import copy
 import itertools
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,8 @@ class Writes:
     """Pods (namespace, name) a PodDisruptionBudget protects: their evictions answer 429."""
     refusals: dict[str, int] = field(default_factory=dict)
     """By kind ("eviction", "lease", "event"): a status to answer every such request with."""
+    stalls: dict[str, float] = field(default_factory=dict)
+    """By kind ("eviction", "lease"): seconds such a request waits before it is served (a slow API server)."""
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
 
     def refuse(self, kind: str, status: int | None) -> None:
@@ -51,6 +54,17 @@ class Writes:
                 self.refusals.pop(kind, None)
             else:
                 self.refusals[kind] = status
+
+    def stall(self, kind: str, seconds: float) -> None:
+        """Requests of `kind` wait `seconds` before they are served (what they read or write is as of then)."""
+        with self.lock:
+            self.stalls[kind] = seconds
+
+    def _wait(self, kind: str) -> None:
+        with self.lock:
+            seconds = self.stalls.get(kind, 0.0)
+        if seconds:
+            time.sleep(seconds)
 
     def protect(self, namespace: str, name: str) -> None:
         with self.lock:
@@ -84,6 +98,7 @@ def _body(handler: Handler) -> Any:
 
 def get_lease(handler: Handler, query: dict[str, str], namespace: str, name: str) -> None:
     writes: Writes = handler.api.writes
+    writes._wait("lease")
     with writes.lock:
         refused = writes._refused("lease", f'leases.coordination.k8s.io "{name}"')
         lease = copy.deepcopy(writes.leases.get((namespace, name)))
@@ -141,6 +156,7 @@ def replace_lease(handler: Handler, query: dict[str, str], namespace: str, name:
 def evict_pod(handler: Handler, query: dict[str, str], namespace: str, name: str) -> None:
     writes: Writes = handler.api.writes
     eviction = _body(handler)
+    writes._wait("eviction")
     code, answer = _eviction(handler, writes, eviction, namespace, name)
     with writes.lock:
         writes.evictions.append(eviction | {"answered": code})
