@@ -16,6 +16,7 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,8 +45,9 @@ class Writes:
     """Pods (namespace, name) a PodDisruptionBudget protects: their evictions answer 429."""
     refusals: dict[str, int] = field(default_factory=dict)
     """By kind ("eviction", "lease", "event"): a status to answer every such request with."""
-    stalls: dict[str, float] = field(default_factory=dict)
-    """By kind ("eviction", "lease"): seconds such a request waits before it is served (a slow API server)."""
+    stalls: dict[str, Callable[[], float]] = field(default_factory=dict)
+    """By kind ("eviction", "lease"): how many seconds each such request waits before it is served (a slow API
+    server; what it reads or writes is as of then)."""
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
 
     def refuse(self, kind: str, status: int | None) -> None:
@@ -55,14 +57,14 @@ class Writes:
             else:
                 self.refusals[kind] = status
 
-    def stall(self, kind: str, seconds: float) -> None:
-        """Requests of `kind` wait `seconds` before they are served (what they read or write is as of then)."""
+    def stall(self, kind: str, seconds: float | Callable[[], float]) -> None:
+        """Requests of `kind` wait `seconds` (or what it answers, asked for each request) before they are served."""
         with self.lock:
-            self.stalls[kind] = seconds
+            self.stalls[kind] = seconds if callable(seconds) else lambda: seconds
 
     def _wait(self, kind: str) -> None:
         with self.lock:
-            seconds = self.stalls.get(kind, 0.0)
+            seconds = self.stalls[kind]() if kind in self.stalls else 0.0
         if seconds:
             time.sleep(seconds)
 
