@@ -4,12 +4,15 @@ noderesources, nodename) and component-helpers' nodeaffinity."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
 
+from rulesched.cluster.deschedule_policy import Exclusions, exclusion
 from rulesched.cluster.fit import NodeUse, insufficient, misfit, pod_level_requests, tolerates
-from rulesched.cluster.placement_view import node_name_in_spec, placement_view, scheduled_at
+from rulesched.cluster.placement_view import PlacementViews, node_name_in_spec, placement_view, scheduled_at
+from rulesched.rules.model import Descheduling
 from rulesched.rules.pod_values import pod_requests
 
 READY = [{"type": "Ready", "status": "True"}]
@@ -301,3 +304,24 @@ def test_a_pod_too_large_to_check_keeps_no_spec() -> None:
     view = placement_view(pod)
     assert view["oversized"]
     assert "nodeSelector" not in view["spec"]
+
+
+def pod_on(name: str, node: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"}, "spec": {"nodeName": node}}
+
+
+def test_placement_views_are_bounded_and_a_pod_beyond_has_none() -> None:
+    views = PlacementViews(max_pods=2)
+    views.replace([pod_on("a", "n1"), pod_on("b", "n1")])
+    views.apply("ADDED", pod_on("c", "n1"))
+    assert (len(views), views.overflowed) == (2, True)
+    assert views.get("uid-c", "n1") is None
+    assert views.get("uid-a", "n2") is None, "a view is of the pod on its node"
+    views.apply("DELETED", pod_on("a", "n1"))
+    assert views.get("uid-a", "n1") is None
+
+
+def test_a_pod_without_a_placement_view_stays() -> None:
+    assert exclusion(None, Descheduling(action="Evict"), Exclusions(), datetime.datetime.now(datetime.UTC)) == (
+        "unknown-pod"
+    )
