@@ -120,21 +120,27 @@ class Descheduler:
             if checks == 0 or not self.may_act():  # an eviction may take seconds: the lease may be gone since
                 break
             looked += 1
-            violation = candidate.violation
-            view = rules_view(auditor, violation)
-            if view is None:
-                continue
-            placements = auditor.sources.placements
-            placement = placements.get(violation.uid, violation.node) if placements is not None else None
-            reason = self._stays(candidate, placement, now)
-            if reason is None:
-                assert placement is not None  # `exclusion` keeps a pod without one
-                checks -= 1
-                reason = self._act(book, auditor, candidate, (view, placement), now)
-            self._state(violation, reason)
-            if reason == "rules-changed":
-                break
+            state, evaluated = self._look(book, auditor, candidate, now)
+            checks -= evaluated
+            if state == "rules-changed":
+                break  # the audit's next step evaluates the new book: every violation may be gone
         self._cursor = start + looked
+
+    def _look(self, book: RuleBook, auditor: Auditor, candidate: Candidate, now: datetime.datetime) -> tuple[str, bool]:
+        """Act on one candidate: its state, and whether it took an evaluation (of the anti-loop rule)."""
+        violation = candidate.violation
+        view = rules_view(auditor, violation)
+        if view is None:
+            return "gone", False  # no longer on its node: nothing to log, the audit will see it
+        placements = auditor.sources.placements
+        placement = placements.get(violation.uid, violation.node) if placements is not None else None
+        reason = self._stays(candidate, placement, now)
+        evaluated = reason is None
+        if reason is None:
+            assert placement is not None  # `exclusion` keeps a pod without one
+            reason = self._act(book, auditor, candidate, (view, placement), now)
+        self._state(violation, reason)
+        return reason, evaluated
 
     def _stays(self, candidate: Candidate, placement: Mapping[str, Any] | None, now: datetime.datetime) -> str | None:
         """Why the pod stays before any evaluation (None: go on to the anti-loop check)."""
