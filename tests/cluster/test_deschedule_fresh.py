@@ -12,7 +12,7 @@ import pytest
 
 from rulesched.cluster.descheduler import DescheduleOptions
 from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.lease import LeaseTimes
+from rulesched.cluster.lease import Elector, LeaseTimes
 from tests.builders import write_rules
 from tests.deschedule_setup import Setting, controlled, pods_seen, rules, setting
 from tests.kubeapi import KubeAPI, wait_for
@@ -82,3 +82,37 @@ def test_the_eviction_post_ends_when_the_lease_hold_does(api: KubeAPI, access: K
         took = time.monotonic() - began
     assert took < 2.0, f"the POST waited {took:.1f} s"
     assert found.descheduler.counts() == {("xy", "error"): 1}
+
+
+class Jumps:
+    """A monotonic clock that jumps a minute ahead from its `after`-th reading on, once armed."""
+
+    def __init__(self) -> None:
+        self.after: int | None = None
+        self.readings = 0
+
+    def __call__(self) -> float:
+        if self.after is None:
+            return time.monotonic()
+        self.readings += 1
+        return time.monotonic() + (60.0 if self.readings >= self.after else 0.0)
+
+
+def test_a_lease_lost_right_before_the_post_stops_the_eviction(
+    api: KubeAPI, access: KubeAccess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    controlled(api, "fx-alpha", "web-1")
+    caplog.set_level(logging.INFO, logger="rulesched.decision")
+    with setting(api, access, tmp_path, rules(), ON) as found:
+        pods_seen(found, "web-1")
+        audited(found)
+        clock = Jumps()
+        elector = Elector(found.elector.client, "me", found.elector.times, clock)
+        found.descheduler.elector = elector
+        elector.step()
+        # Held when the step starts and at each candidate (web-0, then web-1, sorted): lost when web-1's POST
+        # is about to be sent, after its checks.
+        clock.after = 4
+        found.descheduler.step(found.auditor)
+    assert api.writes.evictions == []
+    assert states(caplog, "web-1") == ["lease-lost"]
