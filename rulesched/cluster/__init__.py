@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 
 from rulesched.cluster.custom import CustomValues
 from rulesched.cluster.namespaces import FileNamespaceSource
+from rulesched.cluster.placement_view import PlacementViews
 from rulesched.cluster.pods import FilePodSource, NamespaceSource, PodIndex, PodSource
-from rulesched.cluster.sources import Binder, FileMetricsSource, FileNodeSource, MetricsSource, NodeSource
+from rulesched.cluster.sources import Binder, FileMetricsSource, FileNodeSource, MetricsSource, NodeSource, items_of
 from rulesched.settings import Settings
 
 if TYPE_CHECKING:
     from rulesched.cluster.estimates import Estimates
     from rulesched.cluster.kube import KubeAccess, KubeEnvironment
-    from rulesched.cluster.placement_view import PlacementViews
     from rulesched.cluster.prometheus import PrometheusPollers
 
 log = logging.getLogger(__name__)
@@ -99,9 +99,10 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Clu
     for path, what in ((settings.pods_file, "pods"), (settings.namespaces_file, "namespaces")):
         if path:
             parts.append(f"{what} from {path}")
-    placements = None
+    placements = _file_placements(settings)
     if access is not None:
-        pods, namespaces, placements = _live_pods(settings, access, pods, namespaces, parts)
+        pods, namespaces, live = _live_pods(settings, access, pods, namespaces, parts)
+        placements = placements or live
     custom, prometheus = _custom_values(settings, metrics, parts)
     from rulesched.cluster.estimates import build_estimates
 
@@ -147,6 +148,16 @@ def _custom_values(
     return custom, None
 
 
+def _file_placements(settings: Settings) -> PlacementViews | None:
+    """The descheduler's views of the pods of `--pods` (`--deschedule dry-run` offline); None without either."""
+    if settings.pods_file is None or settings.deschedule == "off":
+        return None
+
+    placements = PlacementViews(settings.max_pods)
+    placements.replace(items_of(settings.pods_file, "PodList"))
+    return placements
+
+
 def _live_pods(
     settings: Settings,
     access: KubeAccess,
@@ -156,7 +167,6 @@ def _live_pods(
 ) -> tuple[PodSource | None, NamespaceSource | None, PlacementViews | None]:
     """The API-backed pod and namespace caches for what no file provides, described in `parts`, and the
     descheduler's views of the pods beside them (`--deschedule`)."""
-    from rulesched.cluster.placement_view import PlacementViews
     from rulesched.cluster.podcache import NamespaceCache, PodCache
 
     placements = None
