@@ -38,6 +38,9 @@ from rulesched.cluster.requeue import ANNOTATION, TokenBucket
 
 log = logging.getLogger(__name__)
 
+FIELD_MANAGER = "rulesched"
+"""The patch's fieldManager: the API server records the nudge in managedFields under this name, the one entry
+the requeue admission policy lets change (deploy/overlays/requeue/admission-policy.yaml)."""
 NudgeOutcome = Literal["patched", "forbidden", "gone", "conflict", "throttled", "failed"]
 _PAUSED = Backoff(0.5, 10.0)
 """Pauses after 429s or failures in a row."""
@@ -151,7 +154,8 @@ class Nudger:
             with api_errors():
                 response = self._core.patch_namespaced_pod(
                     nudge.name, nudge.namespace, patch_body(nudge), _preload_content=False,
-                    _request_timeout=self._timeout, _content_type="application/merge-patch+json",
+                    field_manager=FIELD_MANAGER, _request_timeout=self._timeout,
+                    _content_type="application/merge-patch+json",
                 )  # fmt: skip
             finish(response)
         except ApiError as error:
