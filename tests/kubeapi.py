@@ -767,6 +767,9 @@ class _Handler(BaseHTTPRequestHandler):
         if metadata.get("uid") and metadata["uid"] != found["metadata"].get("uid"):  # a uid is immutable
             message = f'Pod "{name}" is invalid: metadata.uid: Invalid value: "{metadata["uid"]}": field is immutable'
             return 422, _status(422, "Invalid", message, {"name": name, "kind": "Pod"})
+        version = metadata.get("resourceVersion")
+        if version and version != found["metadata"].get("resourceVersion"):  # optimistic concurrency
+            return 409, _refusal(409, namespace, name)
         patched = copy.deepcopy(found)
         annotations = patched["metadata"].setdefault("annotations", {})
         for key, value in (metadata.get("annotations") or {}).items():
