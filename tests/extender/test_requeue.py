@@ -152,6 +152,34 @@ def test_a_metrics_change_nudges_the_pod_once_and_nothing_else_does(
     assert line.getMessage() == f"requeue {NAMESPACE}/waiting: passes on node-b after a metrics change; nudge patched"
 
 
+def ask_again(server: RunningServer, name: str) -> list[str]:
+    """kube-scheduler retries the pod (after the nudge): the filter call alone, the pod as it was."""
+    pod = make_pod(name=name, namespace=NAMESPACE, requests={"cpu": "100m"})
+    pod["metadata"]["uid"] = f"uid-{name}"
+    names: list[str] = httpx.post(f"{server.url}/filter", json={"Pod": pod, "NodeNames": CANDIDATES}).json()[
+        "NodeNames"
+    ]
+    return names
+
+
+def test_a_second_change_that_hashes_the_same_still_writes_a_change(api: KubeAPI, tmp_path: Path) -> None:
+    busy(api)
+    with serving(api, tmp_path, QUIET_CPU.replace("LIMIT", "1.0")) as server:
+        reject(server, api, "waiting")
+        writes = api.pod_writes(NAMESPACE, "waiting")
+        api.set_usage("node-b", "200m", "1Gi")
+        wait_for(lambda: outcomes(server, "patched") == 1, timeout=BOUND, what="the first nudge")
+        first = api.pod_object(NAMESPACE, "waiting")["metadata"]["annotations"][ANNOTATION]
+        api.set_usage("node-b", "3", "1Gi")
+        wait_for(lambda: not _quiet(server), what="the busy sample")
+        assert ask_again(server, "waiting") == []  # rejected again: remembered again
+        api.set_usage("node-b", "200m", "1Gi")  # the same node, usage and rules: the same digest as before
+        wait_for(lambda: outcomes(server, "patched") == 2, timeout=BOUND, what="the second nudge")
+        second = api.pod_object(NAMESPACE, "waiting")["metadata"]["annotations"][ANNOTATION]
+        assert second != first, "a nudge that writes the value the pod holds is no update for kube-scheduler"
+        assert api.pod_writes(NAMESPACE, "waiting") == writes + 2
+
+
 def outcomes(server: RunningServer, outcome: str) -> float:
     return metric(server, f'rulesched_requeue_nudges_total{{outcome="{outcome}"}}')
 
