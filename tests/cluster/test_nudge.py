@@ -79,15 +79,20 @@ def test_the_value_written_is_never_the_one_the_pod_holds(api: KubeAPI, access: 
     [
         ({"node": "node-a"}, "dropped"),  # bound meanwhile: nothing to retry
         ({"uid": "uid-another"}, "conflict"),  # re-created under the name
+        ({"deleting": "yes"}, "gone"),  # terminating: it will not be scheduled
         (None, "gone"),  # deleted
     ],
-    ids=["bound", "re-created", "deleted"],
+    ids=["bound", "re-created", "deleting", "deleted"],
 )
 def test_a_pod_that_is_not_waiting_any_more_is_never_patched(
     api: KubeAPI, access: KubeAccess, pod: dict[str, str] | None, expected: NudgeOutcome
 ) -> None:
     if pod is not None:
         api.add_pod(NAMESPACE, "waiting", pod.get("uid", "uid-waiting"), pod.get("node", ""))
+    if pod is not None and "deleting" in pod:
+        deleting = api.pod_object(NAMESPACE, "waiting")
+        deleting["metadata"]["deletionTimestamp"] = "2026-11-28T05:00:00Z"
+        api.update_pod(deleting)
     assert nudger(access).send(nudge("waiting"))[0] == expected
     assert api.patches() == []
 
