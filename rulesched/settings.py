@@ -218,6 +218,11 @@ class Settings(BaseSettings):
     (docs/guides/usage-estimates.md)."""
     pod_metrics_file: Path | None = None
     """Offline pod usage: a metrics.k8s.io PodMetricsList in JSON or YAML, for the pods of --pods."""
+    pod_metrics_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    """Largest PodMetricsList read from metrics-server (about 230,000 pods at the default 64 MiB; Kubernetes
+    supports 150,000 pods a cluster). A larger one fails the poll before it is decoded: the estimates keep
+    what they learnt. metrics-server answers the whole list at once (no `limit`/`continue`), so the bound is
+    in bytes."""
     usage_workloads: int = Field(10_000, ge=1)
     """Most workloads whose usage summary is kept (a few hundred bytes each); the least recently sampled or
     asked for are forgotten first, and fall back until sampled again."""
