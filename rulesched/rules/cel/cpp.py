@@ -22,7 +22,7 @@ from cel_expr_python.ext import ext_bindings, ext_optional
 from rulesched.rules.cel import dialect
 from rulesched.rules.cel.analysis import numbers_compared_as_dyn
 from rulesched.rules.cel.base import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
-from rulesched.rules.cel.library import NOT_PLAIN, Overload, TypeName
+from rulesched.rules.cel.library import NOT_ITERABLE, NOT_PLAIN, Overload, TypeName
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.rewrite import rewritten
 from rulesched.rules.vocabulary import NAMES
@@ -145,6 +145,11 @@ def _run_time_message(error: Exception) -> str:
     return text
 
 
+def _words(message: str) -> str:
+    """cel-cpp's message, with a clearer one where both engines must agree (a macro over a non-list)."""
+    return NOT_ITERABLE if message == "No matching overloads found : <iter_range>" else message
+
+
 def _plain(result: cel.Value) -> Any:
     try:
         return result.plain_value()
@@ -185,7 +190,7 @@ class CppProgram(Program):
             result = self._expression.eval(bindings.activation())
             if result.type() != cel.Type.ERROR:
                 return _plain(result)
-            message = _STATUS.sub("", _error_text(result))
+            message = _words(_STATUS.sub("", _error_text(result)))
         except CelEvalError:
             raise
         except Exception as error:  # cel-cpp raises some run-time errors (budget, duplicate key)
