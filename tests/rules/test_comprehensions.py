@@ -140,9 +140,8 @@ def test_the_deadline_is_checked_at_each_element() -> None:
     engine = make_engine("celpy")
     program = engine.compile("[1, 2, 3].all(x, true)")
     bindings = engine.bindings({name: engine.convert(value) for name, value in CONTEXT.items()})
-    with deadline(time.monotonic() - 1):
-        with pytest.raises(CelEvalError, match="deadline"):
-            program.evaluate(bindings)
+    with deadline(time.monotonic() - 1), pytest.raises(CelEvalError, match="deadline"):
+        program.evaluate(bindings)
 
 
 def test_an_error_counts_against_the_size_budget() -> None:
