@@ -9,13 +9,14 @@ per element, the size of an error value, the length of a message.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 import pytest
 
 from rulesched.rules.cel import ENGINE_NAMES, CelEvalError, Engine, Limits, deadline, make_engine
-from rulesched.rules.cel.celpy_errors import MESSAGE_LIMIT
+from rulesched.rules.cel.base import MESSAGE_LIMIT
 from rulesched.rules.cel.library import NOT_ITERABLE
 
 CONTEXT: dict[str, Any] = {
@@ -157,3 +158,10 @@ def test_an_error_about_a_large_value_has_a_bounded_message(engines: dict[str, E
     error = outcome(engines["celpy"], expression.replace("< 1", "< dyn(1)"))
     assert isinstance(error, CelEvalError)
     assert len(str(error)) <= MESSAGE_LIMIT
+
+
+def test_debug_logging_does_not_write_the_values_celpy_evaluates(caplog: pytest.LogCaptureFixture) -> None:
+    # celpy logs each tree node's values at debug level: a 100,000-character string per node read.
+    caplog.set_level(logging.DEBUG)
+    outcome(make_engine("celpy"), "[pod.spec.big, pod.spec.big].all(x, x.size() > 0 && x.y == 1)")
+    assert sum(len(record.getMessage()) for record in caplog.records) < 10_000

@@ -5,15 +5,19 @@ bindings and value adapters are in `celpy_functions.py`):
 - it mixes int and double in arithmetic (`100.0 - 50` → 50.0); CEL says no matching overload;
 - it refuses heterogeneous numeric comparisons (`1 == 1.0`) that cel-cpp allows at run time;
 - it has no type checker: when cel-expr-python is installed its checker is used, so both engines
-  report the same load errors and result types.
+  report the same load errors and result types;
+- its comprehension macros combine two errors into one that embeds both: here the macros are
+  `celpy_macros`' loops, with cel-cpp's results, and the errors are worded as cel-cpp's (`celpy_errors`).
 The interpreted runner is used because the compiled one keeps state in module globals. It is metered
-(`_Evaluator`): each evaluation has a budget of steps and of the size of what it builds, and stops at
-the request's deadline (docs/rules/cost.md). Input values celpy cannot represent (integers outside
-64 bits) become error values, which fail only the expressions that read them, as on cel-cpp.
+(`_Evaluator`): each evaluation has a budget of steps (a tree node, or an element of a comprehension,
+each) and of the size of what it builds, and stops at the request's deadline (docs/rules/cost.md).
+Input values celpy cannot represent (integers outside 64 bits) become error values, which fail only the
+expressions that read them, as on cel-cpp.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, cast
@@ -112,6 +116,8 @@ class _Meter(threading.local):
 _meter = _Meter()
 _SIZED = (str, bytes, list, dict)
 _SIZED_OR_ERROR = (*_SIZED, celpy.evaluation.CELEvalError)
+# celpy logs the `repr` of the values of every tree node at debug level, and of some at info level.
+logging.getLogger("celpy").setLevel(logging.WARNING)
 _CHECK_EVERY = 1024
 """Steps between two looks at the clock."""
 

@@ -5,7 +5,7 @@ cel-python words its errors for Python readers (`found no matching overload for 
 some embed the `repr` of an input value, however large. The errors a rule author meets most are made
 here in cel-cpp's words (`Key not found in map : "lables"`, `No matching overloads found :
 _>_(string, int64)`, `Applying SELECT to non-message type`), without the values' `repr`, and every
-message that leaves the engine is cut to `MESSAGE_LIMIT` characters.
+message that leaves the engine is cut to `base.MESSAGE_LIMIT` characters.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import celpy.evaluation
 import lark
 from celpy import celtypes
 
+from rulesched.rules.cel.base import bounded
+
 Error = celpy.evaluation.CELEvalError
 
-MESSAGE_LIMIT = 1024
-"""Longest message of an evaluation error (characters); a longer one ends with `…`."""
 _SHOWN = 100
 """Longest key shown in a message."""
 
@@ -97,7 +97,7 @@ def _in_bindings(member: Any, name: str, tree: lark.Tree[Any]) -> Any:
 
 def message(error: BaseException) -> str:
     """The message of a celpy error for the rule author: cel-cpp's words where celpy has its own, cut to
-    `MESSAGE_LIMIT`."""
+    `base.MESSAGE_LIMIT`."""
     text = str(error.args[0]) if error.args else str(error)
     return bounded(_told_apart(text, error) or _cpp_words(text))
 
@@ -115,10 +115,6 @@ def _told_apart(text: str, error: BaseException) -> str | None:
 
 
 _CONVERSIONS = frozenset({"int", "uint", "double"})
-
-
-def bounded(text: str) -> str:
-    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 1] + "…"
 
 
 def _cpp_words(text: str) -> str:

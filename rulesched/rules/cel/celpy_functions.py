@@ -19,8 +19,8 @@ import celpy.adapter
 import celpy.evaluation
 from celpy import celtypes
 
-from rulesched.rules.cel.base import CelEvalError
-from rulesched.rules.cel.celpy_errors import bounded, cpp_type, key_not_found
+from rulesched.rules.cel.base import CelEvalError, bounded
+from rulesched.rules.cel.celpy_errors import cpp_type, key_not_found
 from rulesched.rules.cel.celpy_macros import logical_and, logical_or
 from rulesched.rules.cel.celpy_optional import OPTIONAL_FUNCTIONS, Optional
 from rulesched.rules.cel.library import NOT_PLAIN, Overload, TypeName

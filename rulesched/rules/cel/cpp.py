@@ -21,7 +21,15 @@ from cel_expr_python.ext import ext_bindings, ext_optional
 
 from rulesched.rules.cel import dialect
 from rulesched.rules.cel.analysis import numbers_compared_as_dyn
-from rulesched.rules.cel.base import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
+from rulesched.rules.cel.base import (
+    CelCompileError,
+    CelEvalError,
+    Engine,
+    EngineName,
+    Program,
+    VariableSource,
+    bounded,
+)
 from rulesched.rules.cel.library import NOT_ITERABLE, NOT_PLAIN, Overload, TypeName
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.rewrite import rewritten
@@ -196,7 +204,7 @@ class CppProgram(Program):
         except Exception as error:  # cel-cpp raises some run-time errors (budget, duplicate key)
             message = _run_time_message(error)
         # Raised outside the handler, so that it refers to no frame of this evaluation.
-        raise CelEvalError(message)
+        raise CelEvalError(bounded(message))
 
 
 ACTIVATION_EVALUATIONS = 64
