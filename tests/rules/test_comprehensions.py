@@ -9,6 +9,7 @@ per element, the size of an error value, the length of a message.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from typing import Any
@@ -165,3 +166,17 @@ def test_debug_logging_does_not_write_the_values_celpy_evaluates(caplog: pytest.
     caplog.set_level(logging.DEBUG)
     outcome(make_engine("celpy"), "[pod.spec.big, pod.spec.big].all(x, x.size() > 0 && x.y == 1)")
     assert sum(len(record.getMessage()) for record in caplog.records) < 10_000
+
+
+@pytest.mark.parametrize("body", ["int(x) > 0", "x / 2 == 1"])
+def test_failing_elements_leave_no_garbage_for_the_collector(body: str) -> None:
+    # The extender holds off garbage collection while it answers: each element's error, holding the Python
+    # exception it was made from and that one's frame, was a reference cycle (145,000 objects per 1,000).
+    context = {"pod": {"spec": {"numbers": [f"not-a-number-{i}" for i in range(1000)]}}, "node": {}}
+    gc.collect()
+    gc.disable()
+    try:
+        outcome(make_engine("celpy"), f"pod.spec.numbers.all(x, {body})", context=context)
+        assert gc.collect() < 1000
+    finally:
+        gc.enable()

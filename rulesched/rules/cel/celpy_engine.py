@@ -70,7 +70,7 @@ class CelpyProgram(Program):
         try:
             return plain(self._runner.evaluate(bindings))
         except celpy.evaluation.CELEvalError as error:
-            message = celpy_errors.message(error)
+            message = celpy_errors.message(celpy_errors.detached(error))
         except _BudgetExceededError as error:
             message = str(error)
         except CelEvalError:
@@ -192,9 +192,10 @@ class _Evaluator(celpy.evaluation.Evaluator):
         def evaluate(value: Any) -> Any:
             nested.set_activation({name: value})
             try:
-                return nested.visit(body)
+                result = nested.visit(body)
             except celpy.evaluation.CELEvalError as error:
-                return error
+                result = error
+            return celpy_errors.detached(result) if isinstance(result, celpy.evaluation.CELEvalError) else result
 
         return evaluate
 
