@@ -74,16 +74,17 @@ def key_not_found(key: Any) -> Error:
 
 def member_dot(evaluator: celpy.evaluation.Evaluator, tree: lark.Tree[Any]) -> Any:
     """`e.f` as cel-cpp evaluates it on a map (`e['f']`) or on a value that has no fields."""
-    member_tree, name = tree.children
+    member_tree, token = tree.children
+    name = str(token)
     member = evaluator.visit(member_tree)
     if isinstance(member, (Error, celpy.evaluation.NameContainer)):
-        return _in_bindings(member, str(name), tree)
+        return _in_bindings(member, name, tree)
     if not isinstance(member, celtypes.MapType):
         return Error("Applying SELECT to non-message type")
     try:
         return member[celtypes.StringType(name)]
     except KeyError:
-        return key_not_found(str(name))
+        return key_not_found(name)
 
 
 def _in_bindings(member: Any, name: str, tree: lark.Tree[Any]) -> Any:
