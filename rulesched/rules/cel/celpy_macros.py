@@ -74,7 +74,7 @@ def comprehension(name: str, receiver: Any, bodies: Sequence[Body], tick: Tick) 
     if name == "exists_one":
         return _exists_one(elements, bodies[0])
     if name == "filter":
-        return _filter(elements, bodies[0])
+        return _filter_map(elements, bodies[0], _itself)
     if len(bodies) == 2:
         return _filter_map(elements, bodies[0], bodies[1])
     return _map(elements, bodies[0])
@@ -113,18 +113,6 @@ def _exists_one(elements: Iterable[Any], body: Body) -> Any:
     return error if error is not None else celtypes.BoolType(count == 1)
 
 
-def _filter(elements: Iterable[Any], body: Body) -> Any:
-    kept: list[Any] = []
-    error = None
-    for element in elements:
-        holds = _condition(body(element))
-        if isinstance(holds, Error):
-            error = holds
-        elif holds and error is None:
-            kept.append(element)
-    return error if error is not None else celtypes.ListType(kept)
-
-
 def _map(elements: Iterable[Any], body: Body) -> Any:
     values: list[Any] = []
     for element in elements:
@@ -135,9 +123,14 @@ def _map(elements: Iterable[Any], body: Body) -> Any:
     return celtypes.ListType(values)
 
 
+def _itself(element: Any) -> Any:
+    return element
+
+
 def _filter_map(elements: Iterable[Any], predicate: Body, transform: Body) -> Any:
-    """`map(x, predicate, transform)`: a predicate's error replaces the result, a transform's first
-    error stays (cel-cpp's step: `predicate ? result + [transform] : result`)."""
+    """`map(x, predicate, transform)` and `filter(x, predicate)` (the transform `_itself`): a predicate's
+    error replaces the result, a transform's first error stays (cel-cpp's step: `predicate ? result +
+    [transform] : result`)."""
     values: list[Any] = []
     error = None
     for element in elements:
