@@ -61,8 +61,8 @@ _CLASS = re.compile(r"<class '(?:[\w.]+\.)?(\w+)'>")
 
 def cpp_type(value: Any) -> str:
     """The name cel-cpp gives the type of `value` in its messages."""
-    name = type(value).__name__
-    return CPP_TYPE_NAMES.get(name, name)
+    known = (CPP_TYPE_NAMES[c.__name__] for c in type(value).__mro__ if c.__name__ in CPP_TYPE_NAMES)
+    return next(known, type(value).__name__)
 
 
 def key_not_found(key: Any) -> Error:
