@@ -225,7 +225,8 @@ def grown(draw: st.DrawFn) -> bytes:
     """A filter seed whose iterated fields (and one other list or map) hold hundreds of elements."""
     document = draw(st.sampled_from([seed(p) for p in SEEDS["filter"]]))
     others = [p for p in paths(document) if isinstance(at(document, p), (list, dict)) and p]
-    for path in draw(st.lists(st.sampled_from(ITERATED + others), min_size=1, max_size=4)):
+    iterated = draw(st.lists(st.sampled_from(ITERATED), min_size=1, max_size=3))
+    for path in iterated + draw(st.lists(st.sampled_from(others), max_size=2)):
         size = draw(st.integers(100, 800))
         items = draw(st.lists(VALUES, min_size=1, max_size=5))
         if draw(st.booleans()):
