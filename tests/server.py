@@ -68,11 +68,33 @@ def spawned(options: Sequence[str], log: Path) -> Iterator[int]:
     """`python -m rulesched serve --host 127.0.0.1 --port 0 OPTIONS`, its output in `log`; yields its port.
 
     The port is read from uvicorn's start-up line, so the process must log at info level (the default)."""
+    with spawned_process(options, log) as process:
+        yield process.port
+
+
+class SpawnedServer:
+    """A `rulesched serve` process: its port, and its process id (to read its memory in /proc)."""
+
+    def __init__(self, port: int, pid: int) -> None:
+        self.port = port
+        self.pid = pid
+
+    def peak_rss_mb(self) -> float:
+        """The process's peak resident memory so far (VmHWM), in MB."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError(f"no VmHWM in /proc/{self.pid}/status")
+
+
+@contextlib.contextmanager
+def spawned_process(options: Sequence[str], log: Path) -> Iterator[SpawnedServer]:
+    """Like `spawned`, yielding the process's port and id."""
     command = [sys.executable, "-m", "rulesched", "serve", "--host", "127.0.0.1", "--port", "0", *options]
     with log.open("wb") as output:
         process = subprocess.Popen(command, cwd=REPO, stdout=output, stderr=subprocess.STDOUT)
     try:
-        yield _wait_for_port(process, log)
+        yield SpawnedServer(_wait_for_port(process, log), process.pid)
     finally:
         process.terminate()
         try:

@@ -31,12 +31,16 @@ FORBIDDEN_LAYERS = {
     "rulesched.rules.cel.cpp": ("rulesched.rules.cel.celpy_engine", "rulesched.rules.cel.celpy_functions"),
     "rulesched.rules.cel.celpy_engine": ("rulesched.rules.cel.cpp",),
     "rulesched.rules.cel.celpy_functions": ("rulesched.rules.cel.cpp", "rulesched.rules.cel.celpy_engine"),
+    "rulesched.rules.cel.celpy_macros": ("rulesched.rules.cel.cpp", "rulesched.rules.cel.celpy_engine"),
+    "rulesched.rules.cel.celpy_errors": ("rulesched.rules.cel.cpp", "rulesched.rules.cel.celpy_engine"),
     # The CEL libraries are plain Python that both engines register: they know no engine.
     "rulesched.rules.cel.libs": (
         "rulesched.rules.cel.cpp",
         "rulesched.rules.cel.celpy_engine",
         "rulesched.rules.cel.celpy_functions",
         "rulesched.rules.cel.celpy_optional",
+        "rulesched.rules.cel.celpy_macros",
+        "rulesched.rules.cel.celpy_errors",
         "rulesched.rules.cel.rewrite",
         "rulesched.rules.cel.dialect",
     ),

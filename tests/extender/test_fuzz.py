@@ -4,12 +4,18 @@ Every mutation of a real request (wrong types at any path, nulls, huge numbers, 
 differ only in case, repeated and unknown node names) must get 200, 400 or 413 (never a 5xx), and the
 server must still answer /healthz afterwards. Both CEL engines, both modes. Bounded: a fixed number of
 derandomized examples per verb and engine, so the suite stays fast and reproducible.
+
+A second run grows list and map fields of the pod and the nodes to hundreds of elements, against rules
+that iterate them with bodies that fail (issue #35: on celpy, such a comprehension doubled its memory per
+element), on a `rulesched serve` process whose peak memory and answer times are asserted.
+`RULESCHED_FUZZ_EXAMPLES` sets the number of examples of both runs (a long run: thousands).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rulesched.settings import Settings
+from tests.builders import rule_set, write_rules
 from tests.paths import RULES, SCHEDULER_FIXTURES
-from tests.server import running_server
+from tests.server import SpawnedServer, running_server, spawned_process
 
 SEEDS = {
     "filter": ["basic/filter-0001.json", "nodecache/filter-0001.json"],
@@ -162,3 +169,105 @@ def test_mutated_scheduler_requests_get_no_5xx(client: httpx.Client, verb: str) 
 
     check()
     assert client.get("/healthz").status_code == 200
+
+
+ITERATED = [
+    ("Pod", "spec", "tolerations"),
+    ("Pod", "spec", "containers"),
+    ("Pod", "metadata", "annotations"),
+    ("Pod", "metadata", "labels"),
+    ("Nodes", "items", 0, "metadata", "labels"),
+    ("Nodes", "items", 0, "status", "images"),
+]
+"""The fields the iterating rules read (each grown where the document has it, or planted where it has not)."""
+ITERATING_RULES = rule_set(
+    "iterating",
+    """
+    filters:
+    - name: tolerations
+      expression: "pod.spec.tolerations.all(t, int(t.key) >= 0)"
+    - name: annotations
+      expression: "pod.metadata.annotations.all(k, int(pod.metadata.annotations[k]) >= 0)"
+    - name: labels
+      expression: "pod.metadata.labels.exists_one(k, int(pod.metadata.labels[k]) > 0)"
+    - name: containers
+      expression: "pod.spec.containers.map(c, c.name.size()).filter(n, n / 0 > 0).size() == 0"
+    - name: node-labels
+      expression: "node.metadata.labels.exists(k, k.size() > int(node.metadata.labels[k]))"
+    - name: images
+      expression: "node.status.images.all(i, i.names.all(n, int(n) > 0))"
+    """,
+)
+GROW_DEADLINE = 2.0
+"""The growing run's `--request-deadline` (seconds)."""
+ANSWER_SLACK = 2.0
+"""What an answer may take beyond the deadline on a loaded machine."""
+GROWTH_LIMIT_MB = 100.0
+"""Allowed growth of the server's peak memory over the whole growing run (each body is at most ~1 MB)."""
+
+
+def planted(document: Any, path: tuple[Any, ...], value: Any) -> Any:
+    """`document` with `value` at `path`, the maps on the way made where missing (a list index must exist)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(document, dict):
+        return {**document, head: planted(document.get(head), rest, value)}
+    if isinstance(document, list) and isinstance(head, int) and head < len(document):
+        copy = list(document)
+        copy[head] = planted(copy[head], rest, value)
+        return copy
+    return {head: planted(None, rest, value)} if isinstance(head, str) else document
+
+
+@st.composite
+def grown(draw: st.DrawFn) -> bytes:
+    """A filter seed whose iterated fields (and one other list or map) hold hundreds of elements."""
+    document = draw(st.sampled_from([seed(p) for p in SEEDS["filter"]]))
+    others = [p for p in paths(document) if isinstance(at(document, p), (list, dict)) and p]
+    iterated = draw(st.lists(st.sampled_from(ITERATED), min_size=1, max_size=3))
+    for path in iterated + draw(st.lists(st.sampled_from(others), max_size=2)):
+        size = draw(st.integers(100, 800))
+        items = draw(st.lists(VALUES, min_size=1, max_size=5))
+        if draw(st.booleans()):
+            value: Any = [items[i % len(items)] for i in range(size)]
+        else:
+            value = {f"key-{i}": items[i % len(items)] for i in range(size)}
+        document = planted(document, path, value)
+    return json.dumps(document).encode().replace(json.dumps(DEEP).encode(), b'"deep"')
+
+
+@pytest.fixture(scope="module", params=["cpp", "celpy"])
+def iterating_server(
+    request: pytest.FixtureRequest, node_file: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SpawnedServer]:
+    directory = tmp_path_factory.mktemp(f"grow-{request.param}")
+    write_rules(directory / "rules", ITERATING_RULES)
+    options = ["--rules", str(directory / "rules"), "--nodes-file", str(node_file), "--cluster", "off"]
+    options += ["--cel-engine", request.param, "--request-deadline", str(GROW_DEADLINE)]
+    with spawned_process([*options, "--max-body-bytes", "4000000"], directory / "server.log") as process:
+        yield process
+
+
+def test_grown_lists_and_maps_against_iterating_rules_are_answered_in_time_in_bounded_memory(
+    iterating_server: SpawnedServer,
+) -> None:
+    url = f"http://127.0.0.1:{iterating_server.port}"
+    # A call slower than that fails at once (the defect made them take minutes, then the process died).
+    with httpx.Client(base_url=url, timeout=GROW_DEADLINE + ANSWER_SLACK + 1) as client:
+        client.post("/filter", content=json.dumps(seed(SEEDS["filter"][0])))  # every rule compiled, caches made
+        before = iterating_server.peak_rss_mb()
+
+        @FUZZ
+        @given(body=grown())
+        def check(body: bytes) -> None:
+            started = time.monotonic()
+            response = client.post("/filter", content=body, headers={"content-type": "application/json"})
+            elapsed = time.monotonic() - started
+            assert response.status_code in ANSWERED, (response.status_code, response.text[:300], body[:300])
+            assert elapsed < GROW_DEADLINE + ANSWER_SLACK, (f"answered in {elapsed:.2f}s", body[:300])
+
+        check()
+        growth = iterating_server.peak_rss_mb() - before
+        assert growth < GROWTH_LIMIT_MB, f"the server's peak memory grew by {growth:.0f} MB"
+        assert client.get("/healthz").status_code == 200

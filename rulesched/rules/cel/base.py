@@ -50,6 +50,15 @@ class CelEvalError(Exception):
     """An expression that failed on one input: a missing key, a wrong type, a division by zero, a budget."""
 
 
+MESSAGE_LIMIT = 1024
+"""Longest message of an evaluation error (characters): a library's error may quote an input string."""
+
+
+def bounded(message: str) -> str:
+    """`message` cut to `MESSAGE_LIMIT` characters, ending with `…` when cut."""
+    return message if len(message) <= MESSAGE_LIMIT else message[: MESSAGE_LIMIT - 1] + "…"
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """What one expression may cost (docs/rules/cost.md); the defaults are Kubernetes' where it has one."""

@@ -5,18 +5,22 @@ bindings and value adapters are in `celpy_functions.py`):
 - it mixes int and double in arithmetic (`100.0 - 50` → 50.0); CEL says no matching overload;
 - it refuses heterogeneous numeric comparisons (`1 == 1.0`) that cel-cpp allows at run time;
 - it has no type checker: when cel-expr-python is installed its checker is used, so both engines
-  report the same load errors and result types.
+  report the same load errors and result types;
+- its comprehension macros combine two errors into one that embeds both: here the macros are
+  `celpy_macros`' loops, with cel-cpp's results, and the errors are worded as cel-cpp's (`celpy_errors`).
 The interpreted runner is used because the compiled one keeps state in module globals. It is metered
-(`_Evaluator`): each evaluation has a budget of steps and of the size of what it builds, and stops at
-the request's deadline (docs/rules/cost.md). Input values celpy cannot represent (integers outside
-64 bits) become error values, which fail only the expressions that read them, as on cel-cpp.
+(`_Evaluator`): each evaluation has a budget of steps (a tree node, or an element of a comprehension,
+each) and of the size of what it builds, and stops at the request's deadline (docs/rules/cost.md).
+Input values celpy cannot represent (integers outside 64 bits) become error values, which fail only the
+expressions that read them, as on cel-cpp.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import celpy
 import celpy.adapter
@@ -25,7 +29,7 @@ import celpy.evaluation
 import lark
 from celpy import celtypes
 
-from rulesched.rules.cel import dialect
+from rulesched.rules.cel import celpy_errors, celpy_macros, dialect
 from rulesched.rules.cel.base import (
     CelCompileError,
     CelEvalError,
@@ -66,7 +70,7 @@ class CelpyProgram(Program):
         try:
             return plain(self._runner.evaluate(bindings))
         except celpy.evaluation.CELEvalError as error:
-            message = str(error.args[0]) if error.args else str(error)
+            message = celpy_errors.message(celpy_errors.detached(error))
         except _BudgetExceededError as error:
             message = str(error)
         except CelEvalError:
@@ -111,25 +115,52 @@ class _Meter(threading.local):
 
 _meter = _Meter()
 _SIZED = (str, bytes, list, dict)
+_SIZED_OR_ERROR = (*_SIZED, celpy.evaluation.CELEvalError)
+# celpy logs the `repr` of the values of every tree node at debug level, and of some at info level.
+logging.getLogger("celpy").setLevel(logging.WARNING)
 _CHECK_EVERY = 1024
 """Steps between two looks at the clock."""
 
 
+def _tick() -> None:
+    """One step of the budget and a look at the clock, for each element of a comprehension."""
+    meter = _meter
+    meter.steps -= 1
+    if meter.steps < 0:
+        raise _BudgetExceededError(_STEPS_EXCEEDED)
+    if past_deadline():
+        raise _BudgetExceededError(_DEADLINE_PASSED)
+
+
+_STEPS_EXCEEDED = "evaluation budget exceeded: too many steps (settings: cel_budget_steps)"
+_DEADLINE_PASSED = "evaluation stopped: the request's deadline passed"
+
+
+def _size(value: Any) -> int:
+    """How many elements or characters `value` holds, for the size budget (an error: its message)."""
+    if isinstance(value, _SIZED):
+        return len(value)
+    if isinstance(value, celpy.evaluation.CELEvalError):
+        return sum(len(a) for a in value.args if isinstance(a, _SIZED))
+    return 0
+
+
 class _Evaluator(celpy.evaluation.Evaluator):
-    """celpy's evaluator, metered: one step per tree node visited, a size check of every value made."""
+    """celpy's evaluator, metered: one step per tree node visited and per comprehension element, a size
+    check of every value made; the macros are `celpy_macros`' (cel-cpp's results, errors of constant size)."""
 
     def visit_children(self, tree: lark.Tree[Any]) -> list[Any]:
         meter = _meter
         meter.steps -= 1
         if meter.steps < 0:
-            raise _BudgetExceededError("evaluation budget exceeded: too many steps (settings: cel_budget_steps)")
+            raise _BudgetExceededError(_STEPS_EXCEEDED)
         if not meter.steps % _CHECK_EVERY and past_deadline():
-            raise _BudgetExceededError("evaluation stopped: the request's deadline passed")
+            raise _BudgetExceededError(_DEADLINE_PASSED)
         values: list[Any] = super().visit_children(tree)
         for value in values:
-            if isinstance(value, _SIZED) and len(value) > meter.size:
+            if isinstance(value, _SIZED_OR_ERROR) and _size(value) > meter.size:
                 raise _BudgetExceededError(
-                    f"evaluation budget exceeded: a value of {len(value)} elements or characters was built,"
+                    f"evaluation budget exceeded: a value of {_size(value)} elements or characters was built,"
                     f" over the limit of {meter.size} (settings: cel_budget_size)"
                 )
         return values
@@ -138,12 +169,35 @@ class _Evaluator(celpy.evaluation.Evaluator):
         return _Evaluator(ast, activation=self.activation)
 
     def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
+        name = str(tree.children[1])
+        if name in celpy_macros.MACROS:
+            variable, *bodies = cast(lark.Tree[Any], tree.children[2]).children
+            receiver = self.visit(cast(lark.Tree[Any], tree.children[0]))
+            return celpy_macros.comprehension(name, receiver, [self._body(variable, b) for b in bodies], _tick)
         # celpy takes `min` and `reduce` for macros of its own; in Kubernetes CEL `min()` is the lists
         # library's function (and `reduce` nothing), so they are method calls here.
-        if str(tree.children[1]) not in ("min", "reduce"):
+        if name not in ("min", "reduce"):
             return super().member_dot_arg(tree)
         values = self.visit_children(tree)
         return self.method_eval(values[0], values[1], *values[2:])
+
+    def member_dot(self, tree: lark.Tree[Any]) -> Any:
+        return celpy_errors.member_dot(self, tree)
+
+    def _body(self, variable: Any, body: lark.Tree[Any]) -> celpy_macros.Body:
+        """A macro's body as a function of the value bound to its variable (evaluated in a nested scope)."""
+        name = str(next(variable.find_data("ident")).children[0])
+        nested = self.sub_evaluator(body)
+
+        def evaluate(value: Any) -> Any:
+            nested.set_activation({name: value})
+            try:
+                result = nested.visit(body)
+            except celpy.evaluation.CELEvalError as error:
+                result = error
+            return celpy_errors.detached(result) if isinstance(result, celpy.evaluation.CELEvalError) else result
+
+        return evaluate
 
 
 class _MeteredRunner(celpy.InterpretedRunner):

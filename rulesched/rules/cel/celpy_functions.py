@@ -19,7 +19,9 @@ import celpy.adapter
 import celpy.evaluation
 from celpy import celtypes
 
-from rulesched.rules.cel.base import CelEvalError
+from rulesched.rules.cel.base import CelEvalError, bounded
+from rulesched.rules.cel.celpy_errors import cpp_type, key_not_found
+from rulesched.rules.cel.celpy_macros import logical_and, logical_or
 from rulesched.rules.cel.celpy_optional import OPTIONAL_FUNCTIONS, Optional
 from rulesched.rules.cel.library import NOT_PLAIN, Overload, TypeName
 from rulesched.rules.cel.libs import OVERLOADS
@@ -126,30 +128,15 @@ def _library_function(overloads: Sequence[Overload]) -> Callable[..., Any]:
                 try:
                     return convert(overload.impl(*(plain(a) for a in args)))
                 except (ValueError, ArithmeticError, TypeError) as error:
-                    return celpy.evaluation.CELEvalError(str(error))
+                    return celpy.evaluation.CELEvalError(bounded(str(error)))
         return celpy.evaluation.CELEvalError(_no_overload(overloads[0], args))
 
     return call
 
 
-_CPP_TYPE_NAMES: dict[type, str] = {
-    celtypes.BoolType: "bool",
-    celtypes.IntType: "int64",
-    celtypes.UintType: "uint64",
-    celtypes.DoubleType: "double",
-    celtypes.StringType: "string",
-    celtypes.BytesType: "bytes",
-    celtypes.ListType: "list",
-    celtypes.MapType: "map",
-    celtypes.TimestampType: "google.protobuf.Timestamp",
-    celtypes.DurationType: "google.protobuf.Duration",
-    type(None): "null_type",
-}
-
-
 def _no_overload(overload: Overload, args: Sequence[Any]) -> str:
     """cel-cpp's words for a library call no overload fits: `No matching overloads found : (int64).family()`."""
-    kinds = [_CPP_TYPE_NAMES.get(type(a), type(a).__name__) for a in args]
+    kinds = [cpp_type(a) for a in args]
     if overload.member and kinds:
         call = f"({kinds[0]}).{overload.function}({', '.join(kinds[1:])})"
     else:
@@ -176,6 +163,8 @@ def functions() -> dict[str, Callable[..., Any]]:
     functions.update({name: _library_function(group) for name, group in by_name.items()})
     functions.update(OPTIONAL_FUNCTIONS)
     functions["_[_]"] = _index
+    functions["_&&_"] = logical_and
+    functions["_||_"] = logical_or
     functions["string"] = _to_string
     functions["timestamp"] = _timestamp
     return functions
@@ -191,10 +180,17 @@ def _timestamp(value: Any) -> Any:
 
 
 def _index(container: Any, key: Any) -> Any:
-    # celpy passes an error index on to `getitem`, which loses its message (`l[rulesched_argmin(l)]`).
-    if isinstance(key, celpy.evaluation.CELEvalError):
-        return key
-    return _BASE["_[_]"](container, key)
+    # celpy passes an error index on to `getitem`, which loses its message (`l[rulesched_argmin(l)]`);
+    # its own errors for a missing key or index say neither (cel-cpp's words here).
+    for value in (container, key):
+        if isinstance(value, celpy.evaluation.CELEvalError):
+            return value
+    try:
+        return _BASE["_[_]"](container, key)
+    except KeyError:
+        return key_not_found(key)
+    except IndexError:
+        return celpy.evaluation.CELEvalError(f"Index error: index={key} size={len(container)}")
 
 
 def _to_string(value: Any) -> Any:
@@ -256,7 +252,7 @@ def _careful(value: Any) -> Any:
             return celtypes.IntType(value)
         if value in _UINT_RANGE:  # as cel-cpp reads it
             return celtypes.UintType(value)
-        return celpy.evaluation.CELEvalError(f"integer value {value} out of range")
+        return celpy.evaluation.CELEvalError(bounded(f"integer value {value} out of range"))
     if isinstance(value, float):
         return celtypes.DoubleType(value)
     if isinstance(value, str):

@@ -21,8 +21,16 @@ from cel_expr_python.ext import ext_bindings, ext_optional
 
 from rulesched.rules.cel import dialect
 from rulesched.rules.cel.analysis import numbers_compared_as_dyn
-from rulesched.rules.cel.base import CelCompileError, CelEvalError, Engine, EngineName, Program, VariableSource
-from rulesched.rules.cel.library import NOT_PLAIN, Overload, TypeName
+from rulesched.rules.cel.base import (
+    CelCompileError,
+    CelEvalError,
+    Engine,
+    EngineName,
+    Program,
+    VariableSource,
+    bounded,
+)
+from rulesched.rules.cel.library import NOT_ITERABLE, NOT_PLAIN, Overload, TypeName
 from rulesched.rules.cel.libs import OVERLOADS
 from rulesched.rules.cel.rewrite import rewritten
 from rulesched.rules.vocabulary import NAMES
@@ -145,6 +153,11 @@ def _run_time_message(error: Exception) -> str:
     return text
 
 
+def _words(message: str) -> str:
+    """cel-cpp's message, with a clearer one where both engines must agree (a macro over a non-list)."""
+    return NOT_ITERABLE if message == "No matching overloads found : <iter_range>" else message
+
+
 def _plain(result: cel.Value) -> Any:
     try:
         return result.plain_value()
@@ -185,13 +198,13 @@ class CppProgram(Program):
             result = self._expression.eval(bindings.activation())
             if result.type() != cel.Type.ERROR:
                 return _plain(result)
-            message = _STATUS.sub("", _error_text(result))
+            message = _words(_STATUS.sub("", _error_text(result)))
         except CelEvalError:
             raise
         except Exception as error:  # cel-cpp raises some run-time errors (budget, duplicate key)
             message = _run_time_message(error)
         # Raised outside the handler, so that it refers to no frame of this evaluation.
-        raise CelEvalError(message)
+        raise CelEvalError(bounded(message))
 
 
 ACTIVATION_EVALUATIONS = 64

@@ -23,6 +23,8 @@ type), a result whose type the value decides (cel-cpp's `dyn`)."""
 
 NOT_PLAIN = "the result is an optional value or a type, which has no plain form: read it with .value() or .orValue(…)"
 """The evaluation error of an expression whose result is not a plain value, on both engines."""
+NOT_ITERABLE = "a comprehension's range is neither a list nor a map (all, exists, exists_one, map, filter)"
+"""The evaluation error of a macro over another value, on both engines (cel-cpp: `<iter_range>`)."""
 
 
 class LibraryError(ValueError):
