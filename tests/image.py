@@ -12,6 +12,7 @@ cluster here, so `--cluster=on` becomes `--cluster=off` and the README's example
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import shlex
 import subprocess
@@ -52,6 +53,7 @@ def engine_or_skip() -> str:
     return found.stdout.strip()
 
 
+@functools.cache  # one build for every test module (a skip is not cached: it is raised again)
 def built_image() -> Image:
     engine = engine_or_skip()
     done = subprocess.run(
@@ -81,6 +83,13 @@ def config_map_data(objects: Sequence[Obj], name: str) -> dict[str, str]:
     [config_map] = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == name]
     data: dict[str, str] = config_map["data"]
     return data
+
+
+def engine_output(image: Image, *args: str) -> str:
+    """What an engine command prints (`run --rm TAG ...`, `image inspect ...`), which must succeed."""
+    done = subprocess.run([image.engine, *args], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def readme_snapshot_flags() -> list[str]:
