@@ -1,8 +1,9 @@
 """The rulesched image for tests: built by deploy/build-image.sh, run as a rendered Deployment's container says.
 
 `built_image` builds it once the way a user does (`deploy/build-image.sh --debian-base`: wheels made on this
-machine, a Debian bookworm base made with mmdebstrap, no registry) and skips with the script's own reason where
-neither podman nor a running docker is here. `running` starts one container of a rendered pod spec: its
+machine, a Debian bookworm base made with mmdebstrap, no registry; without mmdebstrap, on the Dockerfile's
+default base, from its registry) and skips with the script's own reason where neither podman nor a running docker
+is here. `running` starts one container of a rendered pod spec: its
 image's entrypoint with the container's args, its user, read-only root file system, dropped capabilities, each
 volume mount (the rules ConfigMap laid out as the kubelet lays it out, emptyDirs as tmpfs, Secrets from files the
 test gives), and each container port published on 127.0.0.1 only. The one departure from the manifest: no
@@ -15,6 +16,7 @@ import contextlib
 import functools
 import re
 import shlex
+import shutil
 import subprocess
 import time
 import uuid
@@ -56,8 +58,9 @@ def engine_or_skip() -> str:
 @functools.cache  # one build for every test module (a skip is not cached: it is raised again)
 def built_image() -> Image:
     engine = engine_or_skip()
+    base = ["--debian-base"] if shutil.which("mmdebstrap") else []
     done = subprocess.run(
-        [str(BUILD_SCRIPT), "--debian-base", TAG], capture_output=True, text=True, timeout=_BUILD_TIMEOUT, check=False
+        [str(BUILD_SCRIPT), *base, TAG], capture_output=True, text=True, timeout=_BUILD_TIMEOUT, check=False
     )
     assert done.returncode == 0, f"deploy/build-image.sh failed:\n{done.stdout}\n{done.stderr[-4000:]}"
     print(done.stdout)  # the image, its id and its size, in the test's output
