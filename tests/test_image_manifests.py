@@ -2,10 +2,10 @@
 image built by deploy/build-image.sh has and accepts (tests/image.py builds and runs it; marked `slow`).
 
 Each variant's args name only flags the image's `rulesched serve --help` knows, and only settings' environment
-variables; the image's entrypoint and user are the ones the pod spec relies on; each distinct pair of probes
-(plain HTTP, and the main-scheduler overlay's mutual TLS) is run inside a container started from the manifest.
-The variants whose flags need a cluster (bind, requeue, deschedule) have the default's probes, which a test
-here holds.
+variables; its container port is the port it serves; the image's entrypoint and user are the ones the pod spec
+relies on; each distinct pair of probes (plain HTTP, and the main-scheduler overlay's mutual TLS) is run inside a
+container started from the manifest, with its volume mounts. The variants whose flags need a cluster (bind,
+requeue, deschedule) have the default's probes and mounts, which a test here holds.
 """
 
 from __future__ import annotations
@@ -100,9 +100,24 @@ def probes(container: Obj) -> list[Obj]:
     return [container[kind] for kind in PROBES if kind in container]
 
 
-def test_every_variants_probes_are_among_those_run() -> None:
-    run = [probes(extender(directory)) for directory in PROBED]
-    assert all(probes(extender(directory)) in run for directory in VARIANTS)
+def started_as(container: Obj) -> tuple[list[Obj], list[Obj]]:
+    """What a variant's container must have for its run here to stand for it: its probes and its mounts."""
+    return probes(container), container["volumeMounts"]
+
+
+def test_every_variants_probes_and_mounts_are_among_those_run() -> None:
+    run = [started_as(extender(directory)) for directory in PROBED]
+    assert all(started_as(extender(directory)) in run for directory in VARIANTS)
+
+
+def served_port(container: Obj) -> int:
+    return int(next(a for a in container["args"] if a.startswith("--port=")).partition("=")[2])
+
+
+@pytest.mark.parametrize("directory", VARIANTS, ids=name)
+def test_the_container_port_is_the_port_served(directory: Path) -> None:
+    container = extender(directory)
+    assert [p["containerPort"] for p in container["ports"]] == [served_port(container)]
 
 
 def tls_secret(folder: Path) -> Path:
@@ -125,8 +140,6 @@ def test_every_probe_answers_in_the_running_container(image: Image, directory: P
     ConfigMapDir(rules, config_map_data(objects, "rulesched-rules"))
     volumes = Volumes({"rulesched-rules": rules}, {TLS_SECRET: tls_secret(tmp_path / "tls")}, tmp_path)
     container = extender(directory)
-    port = int(next(a for a in container["args"] if a.startswith("--port=")).partition("=")[2])
-    assert [p["containerPort"] for p in container["ports"]] == [port]
     with running(image, extender_spec(objects), volumes) as started:
         for probe in probes(container):
             assert "exec" in probe, "only exec probes are run here: the NetworkPolicy admits no kubelet"
