@@ -59,13 +59,24 @@ def engine_or_skip() -> str:
 def built_image() -> Image:
     engine = engine_or_skip()
     base = ["--debian-base"] if shutil.which("mmdebstrap") else []
+    before = image_id(engine)
     done = subprocess.run(
         [str(BUILD_SCRIPT), *base, TAG], capture_output=True, text=True, timeout=_BUILD_TIMEOUT, check=False
     )
     assert done.returncode == 0, f"deploy/build-image.sh failed:\n{done.stdout}\n{done.stderr[-4000:]}"
     print(done.stdout)  # the image, its id and its size, in the test's output
+    if before not in ("", image_id(engine)):  # the last run's image, now untagged: its layers would pile up
+        subprocess.run([engine, "image", "rm", before], capture_output=True, timeout=60, check=False)
     size = int(re.findall(r"^size: (\d+) bytes$", done.stdout, re.MULTILINE)[0])
     return Image(engine, TAG, size)
+
+
+def image_id(engine: str) -> str:
+    """The id of the image tagged TAG, or "" when there is none."""
+    shown = subprocess.run(
+        [engine, "image", "inspect", "--format", "{{.Id}}", TAG], capture_output=True, text=True, timeout=60
+    )
+    return shown.stdout.strip() if shown.returncode == 0 else ""
 
 
 def rendered(directory: Path) -> list[Obj]:
