@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -60,8 +62,9 @@ def built_image() -> Image:
     engine = engine_or_skip()
     base = ["--debian-base"] if shutil.which("mmdebstrap") else []
     before = image_id(engine)
+    environment = {**os.environ, "PYTHON": sys.executable}  # the wheels made by the tests' own Python 3.11
     done = subprocess.run(
-        [str(BUILD_SCRIPT), *base, TAG], capture_output=True, text=True, timeout=_BUILD_TIMEOUT, check=False
+        [str(BUILD_SCRIPT), *base, TAG], env=environment, capture_output=True, text=True, timeout=_BUILD_TIMEOUT
     )
     assert done.returncode == 0, f"deploy/build-image.sh failed:\n{done.stdout}\n{done.stderr[-4000:]}"
     print(done.stdout)  # the image, its id and its size, in the test's output
