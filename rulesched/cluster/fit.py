@@ -104,7 +104,7 @@ def _field_requirement(expression: Obj, node: Obj) -> bool | None:
     return equal if operator == "In" else not equal
 
 
-def _term_matches(term: Obj, node: Obj) -> bool:
+def term_matches(term: Obj, node: Obj) -> bool:
     """One nodeSelectorTerm: an empty term, or one with an expression that cannot be parsed, matches nothing."""
     expressions, fields = _list(term.get("matchExpressions")), _list(term.get("matchFields"))
     if not expressions and not fields:
@@ -125,7 +125,7 @@ def required_affinity_matches(pod: Obj, node: Obj) -> bool:
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if not isinstance(required, Mapping):
         return True
-    return any(_term_matches(_map(term), node) for term in _list(required.get("nodeSelectorTerms")))
+    return any(term_matches(_map(term), node) for term in _list(required.get("nodeSelectorTerms")))
 
 
 # -- TaintToleration and NodeUnschedulable ---------------------------------------------------------------

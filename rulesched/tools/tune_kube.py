@@ -4,8 +4,8 @@ The formulas are kube-scheduler's (v1.32 to v1.36, `pkg/scheduler/framework/plug
 arithmetic: millicores and bytes, each plugin's score 0..`MAX_NODE_SCORE` after its normalization, times the
 plugin's weight, summed; an extender's score (0..`MAX_EXTENDER_PRIORITY`) counts `MAX_NODE_SCORE /
 MAX_EXTENDER_PRIORITY` times the extender's weight. Modelled: the filters NodeUnschedulable, NodeName,
-TaintToleration (NoSchedule, NoExecute), NodeAffinity (nodeSelector, required terms of `In`, `NotIn`,
-`Exists`, `DoesNotExist`) and NodeResourcesFit (cpu, memory, pods); the scores NodeResourcesFit
+TaintToleration (NoSchedule, NoExecute), NodeAffinity (nodeSelector, required terms), these four as the
+descheduler checks them (`cluster/fit.py`), and NodeResourcesFit (cpu, memory, pods); the scores NodeResourcesFit
 (LeastAllocated), NodeResourcesBalancedAllocation, TaintToleration, NodeAffinity (preferred terms),
 ImageLocality and PodTopologySpread's system default constraints for pods of a controller. Not modelled:
 InterPodAffinity, volume plugins, NodePorts, dynamic resources and a pod's own topology spread constraints
@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rulesched.cluster import fit
 from rulesched.rules.context import allocatable_numbers
 from rulesched.rules.pod_values import pod_requests
 
@@ -118,69 +119,19 @@ def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:
     return (node.get("metadata") or {}).get("labels") or {}
 
 
-def _taints(node: Mapping[str, Any], effects: Sequence[str]) -> list[Mapping[str, Any]]:
-    return [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in effects]
-
-
-def _tolerates(pod: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    for toleration in (pod.get("spec") or {}).get("tolerations") or []:
-        if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
-            continue
-        if not toleration.get("key") and toleration.get("operator") == "Exists":
-            return True
-        if toleration.get("key") != taint.get("key"):
-            continue
-        if toleration.get("operator") == "Exists" or toleration.get("value", "") == taint.get("value", ""):
-            return True
-    return False
-
-
-def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    for expression in term.get("matchExpressions") or []:
-        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
-        present = key in labels
-        if operator == "In" and not (present and labels[key] in values):
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-        if operator in ("Gt", "Lt") and not (present and _compare(operator, labels[key], values)):
-            return False
-    return bool(term.get("matchExpressions"))
-
-
-def _compare(operator: str, value: str, values: Sequence[str]) -> bool:
-    try:
-        left, right = int(value), int(values[0])
-    except (ValueError, IndexError):
-        return False
-    return left > right if operator == "Gt" else left < right
-
-
 def _affinity(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
 
 
 def fits(pod: Mapping[str, Any], demand: Demand, state: NodeState) -> bool:
-    """kube-scheduler's filters that a node object and the requests on it decide."""
+    """kube-scheduler's filters that a node object and the requests on it decide (the node checks are the
+    descheduler's, `cluster/fit.py`, less its Ready condition, which kube-scheduler does not read)."""
     node, spec = state.node, pod.get("spec") or {}
-    if (node.get("spec") or {}).get("unschedulable") and not any(
-        t.get("key") == "node.kubernetes.io/unschedulable" for t in spec.get("tolerations") or []
-    ):
+    if spec.get("nodeName") and spec["nodeName"] != (node.get("metadata") or {}).get("name"):
         return False
-    name = (node.get("metadata") or {}).get("name")
-    if spec.get("nodeName") and spec["nodeName"] != name:
+    if fit.unschedulable(pod, node) or fit.untolerated_taint(pod, node) is not None:
         return False
-    if any(not _tolerates(pod, t) for t in _taints(node, ("NoSchedule", "NoExecute"))):
-        return False
-    labels = _labels(node)
-    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
-        return False
-    required = (_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
-    if required and not any(_term_matches(term, labels) for term in required):
+    if not fit.required_affinity_matches(pod, node):
         return False
     cpu, memory, pods = state.allocatable()
     return state.cpu + demand.cpu <= cpu and state.memory + demand.memory <= memory and state.pods < pods
@@ -217,15 +168,22 @@ def _normalized(raw: Sequence[int], reverse: bool) -> list[int]:
     return [MAX_NODE_SCORE - s for s in scaled] if reverse else scaled
 
 
+def _preferred_taints(node: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") == "PreferNoSchedule"]
+
+
 def _taint_scores(pod: Mapping[str, Any], states: Sequence[NodeState]) -> list[int]:
-    raw = [sum(1 for t in _taints(s.node, ("PreferNoSchedule",)) if not _tolerates(pod, t)) for s in states]
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    raw = [
+        sum(1 for t in _preferred_taints(s.node) if not any(fit.tolerates(o, t) for o in tolerations)) for s in states
+    ]
     return _normalized(raw, reverse=True)
 
 
 def _affinity_scores(pod: Mapping[str, Any], states: Sequence[NodeState]) -> list[int]:
     preferred = _affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution") or []
     raw = [
-        sum(int(p.get("weight", 0)) for p in preferred if _term_matches(p.get("preference") or {}, _labels(s.node)))
+        sum(int(p.get("weight", 0)) for p in preferred if fit.term_matches(p.get("preference") or {}, s.node))
         for s in states
     ]
     return _normalized(raw, reverse=False)
