@@ -80,6 +80,16 @@ class Settings(BaseSettings):
     """Seconds to wait for more changes to the rules directory before reloading."""
     reload_interval: float = Field(60.0, ge=1)
     """Seconds between re-reads of the rules directory in case a change notification was lost."""
+    reload_canary: Literal["enforce", "warn", "off"] = "enforce"
+    """Before a reload replaces the active rules, try the new ones on the pods of recent filter calls over the
+    current nodes: a rule that cannot be evaluated on any node, or a filter that rejects every node, for every pod
+    tried, keeps the last good rules (enforce) or is only logged (warn)."""
+    reload_canary_pods: int = Field(16, ge=1, le=1000)
+    """Pods of recent filter calls the reload canary tries (the latest, one per pod)."""
+    reload_canary_seconds: float = Field(2.0, gt=0, le=60)
+    """Seconds the reload canary may evaluate; it judges on the pods it tried by then."""
+    allow_empty_rules: bool = False
+    """Let a reload replace rules with none (every node then passes); without it such a reload is refused."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Log level; decision lines are info, per-node details debug."""
     log_format: Literal["json", "text"] = "json"

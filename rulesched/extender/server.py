@@ -20,6 +20,7 @@ from rulesched.cluster import Cluster, build_cluster
 from rulesched.cluster.sources import SourceError
 from rulesched.extender import audit_http
 from rulesched.extender.app import create_app
+from rulesched.extender.canary import RecentPods, ReloadCanary
 from rulesched.extender.connection import connection_protocol
 from rulesched.extender.logformat import configure_logging
 from rulesched.extender.metrics import Metrics
@@ -58,7 +59,7 @@ def build(settings: Settings) -> Parts:
     """Load the rules (all must load) and build the cluster sources and the app; nothing started yet."""
     check_tls(settings)
     engine = _engine(settings)
-    store = RuleStore([settings.rules_dir], engine)
+    store = RuleStore([settings.rules_dir], engine, allow_empty=settings.allow_empty_rules)
     metrics = Metrics()
     metrics.watch_store(store)
     if not settings.rules_dir.is_dir():
@@ -78,6 +79,7 @@ def build(settings: Settings) -> Parts:
         raise StartupError("--enable-bind needs a cluster, and none was found (give --kubeconfig or --cluster on)")
     app = create_app(settings, store, cluster, Observer(metrics))
     extender: Extender = app.state.extender
+    _canary(settings, store, extender)
     reloaders = [_reloader(settings, store, settings.rules_dir)]
     if settings.shadow_rules_dir is not None:
         shadow_store = RuleStore([settings.shadow_rules_dir], _engine(settings))
@@ -145,6 +147,15 @@ def _started(requeue: Requeue | None) -> asyncio.Task[None] | None:
         return None
     requeue.start()
     return asyncio.create_task(requeue.run(), name="requeue")
+
+
+def _canary(settings: Settings, store: RuleStore, extender: Extender) -> None:
+    """`--reload-canary`: keep the pods of recent filter calls, and try each new book on them before it is used."""
+    if settings.reload_canary == "off":
+        return
+    recent = RecentPods(settings.reload_canary_pods, keep_nodes=extender.cluster.nodes is None)
+    extender.recent = recent
+    store.vetters.append(ReloadCanary(settings, extender.cluster, recent))
 
 
 def _follow_metric_sources(store: RuleStore, cluster: Cluster) -> None:
