@@ -1,9 +1,9 @@
 """`rulesched check`: load and compile rule files the way the server does, and report every error.
 
 Rules that load but can never matter (see `rulesched.tools.lint`) are reported as warnings on
-stderr, prefixed `warning:`; they do not change the exit status. Paths with no rule set in them fail the
-check unless `allow_empty` (a server given them would let every node pass). Given nodes or a recording
-(`CanaryFiles`), the rules are also tried on them as the server's reload canary tries them
+stderr, prefixed `warning:`; they do not change the exit status. Paths with nothing in them (no rule set,
+no MetricSource) fail the check unless `allow_empty`: a server given them would let every node pass. Given
+nodes or a recording (`CanaryFiles`), the rules are also tried on them as the server's reload canary tries them
 (`rulesched.tools.check_canary`), and a rule it names fails the check.
 """
 
@@ -43,7 +43,7 @@ def check(
             print(error, file=err)
         print(f"{len(failure.errors)} error(s); nothing would be loaded", file=err)
         return 1
-    if not book.rule_sets and not options.allow_empty:
+    if not book.rule_sets and not book.metric_sources and not options.allow_empty:
         where = ", ".join(map(str, paths))
         print(f"{where}: no rule sets; a server given these rules would let every node pass", file=err)
         print("1 error(s); give --allow-empty to accept no rules", file=err)
