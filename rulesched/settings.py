@@ -23,7 +23,7 @@ class Settings(BaseSettings):
     )
 
     rules_dir: Path = Path("rules")
-    """Directory of rule files (a mounted ConfigMap in a cluster)."""
+    """Directory of rule files (a mounted ConfigMap in a cluster), or one rule file."""
     host: str = "127.0.0.1"
     """Address to listen on; loopback unless the extender is reached over the network (then use TLS)."""
     port: int = Field(8888, ge=0, le=65535)

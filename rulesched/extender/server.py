@@ -62,8 +62,8 @@ def build(settings: Settings) -> Parts:
     store = RuleStore([settings.rules_dir], engine, allow_empty=settings.allow_empty_rules)
     metrics = Metrics()
     metrics.watch_store(store)
-    if not settings.rules_dir.is_dir():
-        raise StartupError(f"rules directory {settings.rules_dir} does not exist")
+    if not settings.rules_dir.exists():
+        raise StartupError(f"rules directory or file {settings.rules_dir} does not exist")
     if store.reload() == "rejected":
         assert store.last_rejected is not None
         errors = "\n".join(str(e) for e in store.last_rejected.errors)
@@ -178,7 +178,10 @@ def _engine(settings: Settings) -> Engine:
     return make_engine(settings.cel_engine, limits, activation_evaluations=settings.cel_activation_evaluations)
 
 
-def _reloader(settings: Settings, store: RuleStore, directory: Path) -> Reloader:
+def _reloader(settings: Settings, store: RuleStore, path: Path) -> Reloader:
+    """The reloader of a rules directory, or of one rules file: then its directory is watched (an editor, or a
+    ConfigMap's `..data` swap, replaces the file: a watch on the file itself would be left on the old one)."""
+    directory = path if path.is_dir() or not path.exists() else path.parent
     return Reloader(store, directory, debounce=settings.reload_debounce, interval=settings.reload_interval)
 
 

@@ -255,3 +255,13 @@ def test_one_decision_log_line_per_call_with_the_documented_fields(
     details = [r for r in caplog.records if r.name == "rulesched.decision" and r.levelno == logging.DEBUG]
     assert len(details) == 5
     assert details[0].__dict__["node"]["name"] == "k8s-master"
+
+
+def test_one_rules_file_is_served_and_reloaded(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(reject("a", "k8s-node1"))
+    (tmp_path / "other.yaml").write_text(reject("other", "k8s-master"))  # beside it, not given: never loaded
+    with running_server(settings(tmp_path / "a.yaml")) as url, httpx.Client(base_url=url) as client:
+        assert passed(client) == ["k8s-master", "k8s-node2"]
+        (tmp_path / "a.yaml").write_text(reject("a", "k8s-node2"))
+        eventually(lambda: passed(client) == ["k8s-master", "k8s-node1"])
+        assert client.get("/rules").json()["active"]["files"] == [str(tmp_path / "a.yaml")]
