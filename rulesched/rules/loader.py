@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,12 +102,27 @@ def read_documents(files: Sequence[tuple[str, Path]]) -> tuple[list[Document], l
         except UnicodeDecodeError:
             errors.append(LoadError(file=name, message="not UTF-8 text"))
         except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            problem = getattr(error, "problem", None) or str(error)
-            errors.append(
-                LoadError(file=name, line=mark.line + 1 if mark else None, message=f"invalid YAML: {problem}")
-            )
+            errors.append(_yaml_error(name, error))
     return documents, errors, digest.hexdigest()
+
+
+_QUOTE_HINT = (
+    "; a plain (unquoted) value cannot contain ': ' (YAML reads a mapping there): "
+    "quote the expression (expression: \"…\") or write it as a block (expression: >-)"
+)
+
+
+def _yaml_error(name: str, error: yaml.YAMLError) -> LoadError:
+    """Where PyYAML found the problem, line and column; a problem found only at the end of the stream (a quote
+    never closed) is placed where what was left open began."""
+    problem = getattr(error, "problem", None) or str(error)
+    mark, context = getattr(error, "problem_mark", None), getattr(error, "context_mark", None)
+    if context is not None and (mark is None or "end of stream" in problem or "<stream end>" in problem):
+        mark, problem = context, f"{getattr(error, 'context', None) or 'this'}, {problem}"
+    if mark is None:
+        return LoadError(file=name, message=f"invalid YAML: {problem}")
+    hint = _QUOTE_HINT if problem == "mapping values are not allowed here" else ""
+    return LoadError(file=name, line=mark.line + 1, message=f"invalid YAML at column {mark.column + 1}: {problem}{hint}")
 
 
 def _parse(name: str, text: str) -> list[Document]:
@@ -259,15 +274,31 @@ def metric_sources(documents: Sequence[Document]) -> tuple[list[MetricSource], f
     return [source for _, source, _ in sources], frozenset(names), errors
 
 
+def _name_of(document: Document) -> object:
+    metadata = document.data.get("metadata") if isinstance(document.data, dict) else None
+    return metadata.get("name") if isinstance(metadata, dict) else None
+
+
+def owners_first(documents: Sequence[Document], owners: Mapping[str, str]) -> list[Document]:
+    """`documents` with those in the file that held their rule set name in the active rules first (in order
+    otherwise): when a change brings a second rule set of a name, the file that brought it is blamed, not the
+    file that had it all along."""
+    return sorted(documents, key=lambda d: owners.get(str(_name_of(d))) != d.file)
+
+
 def compile_documents(
-    documents: Sequence[Document], engine: Engine, custom: frozenset[str] = frozenset()
+    documents: Sequence[Document],
+    engine: Engine,
+    custom: frozenset[str] = frozenset(),
+    owners: Mapping[str, str] | None = None,
 ) -> tuple[list[CompiledRuleSet], list[LoadError]]:
     """Validate and compile every rule set document (MetricSources are read by `metric_sources`); rule set
-    names must be unique across all files, and the custom metrics the rules read must be in `custom`."""
+    names must be unique across all files (a repeated name is blamed on the file that did not hold it in the
+    active rules, `owners`: rule set name → file), and the custom metrics the rules read must be in `custom`."""
     compiled: list[CompiledRuleSet] = []
     errors: list[LoadError] = []
     seen: dict[str, str] = {}
-    for document in documents:
+    for document in owners_first(documents, owners or {}):
         if _is_metric_source(document):
             continue
         rule_set, problems = _validate(document)
@@ -316,12 +347,16 @@ def _read_consistently(
     return files, *read_documents(files)
 
 
-def load_rule_book(paths: Sequence[Path], engine: Engine, *, generation: int = 1) -> RuleBook:
-    """The compiled rules under `paths`; raises `RulesLoadFailed` with every error found."""
+def load_rule_book(
+    paths: Sequence[Path], engine: Engine, *, generation: int = 1, active: RuleBook | None = None
+) -> RuleBook:
+    """The compiled rules under `paths`; raises `RulesLoadFailed` with every error found. `active`: the rules
+    they would replace (a repeated rule set name is blamed on the file that brought it)."""
     files, documents, errors, digest = _read_consistently(paths)
     missing = [LoadError(file=str(p), message="no such file or directory") for p in paths if not p.exists()]
     sources, custom, invalid = metric_sources(documents)
-    compiled, problems = compile_documents(documents, engine, custom)
+    owners = {rs.name: rs.file for rs in active.rule_sets} if active is not None else None
+    compiled, problems = compile_documents(documents, engine, custom, owners)
     errors = missing + errors + sorted(invalid + problems, key=lambda e: (e.file, e.line or 0))
     if errors:
         raise RulesLoadFailed(errors)

@@ -95,7 +95,7 @@ class RuleStore:
     def _reload(self) -> ReloadOutcome:
         generation = self.book.generation + 1 if self.book else 1
         try:
-            book = load_rule_book(self.paths, self.engine, generation=generation)
+            book = load_rule_book(self.paths, self.engine, generation=generation, active=self.book)
         except RulesLoadFailed as failure:
             return self._rejected(failure.errors)
         if self.book is not None and book.hash == self.book.hash:

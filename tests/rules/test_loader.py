@@ -47,13 +47,25 @@ BROKEN_FILES: list[tuple[str, str, LoadError, str]] = [
         "apiVersion: rulesched.io/v1alpha1\nkind: RuleSet\nmetadata:\n  name: broken\nspec:\n"
         "  filters:\n  - name: f\n    expression: 'true'\n     message: misindented\n",
         LoadError(file="", message="", line=9),
-        "invalid YAML",
+        "invalid YAML at column 6: expected <block end>",
+    ),
+    (
+        "unquoted-colon-space",
+        rule_set("x", "filters:\n- name: f\n  expression: has(x.y) ? x.y : 'z'"),
+        LoadError(file="", message="", line=8),
+        "at column 32: mapping values are not allowed here; a plain (unquoted) value cannot contain ': '",
+    ),
+    (
+        "quote-never-closed",
+        rule_set("x", "filters:\n- name: f\n  expression: \"node.metadata.name == 'a'\n- name: g\n  expression: 'true'"),
+        LoadError(file="", message="", line=8),
+        "invalid YAML at column 17: while scanning a quoted scalar, found unexpected end of stream",
     ),
     (
         "duplicate-yaml-key",
         rule_set("x", "filters:\n- name: f\n  expression: 'true'\n  expression: 'false'"),
         LoadError(file="", message="", line=9),
-        "invalid YAML: duplicate key 'expression'",
+        "invalid YAML at column 5: duplicate key 'expression'",
     ),
     (
         "document-not-a-mapping",
@@ -456,7 +468,7 @@ def test_every_problem_in_every_file_is_reported_at_once(tmp_path: Path, engine:
     )
     errors = load_errors(tmp_path, engine)
     assert [(e.file, e.line, e.rule, e.field) for e in errors] == [
-        (str(bad_yaml), 2, None, None),
+        (str(bad_yaml), 1, None, None),  # where the sequence left open begins
         (str(bad_rules), 8, "f", "spec.filters[0].expression"),
         (str(bad_rules), 9, "f", "spec.filters[0].mode"),
         (str(bad_rules), 11, "g", "spec.filters[1].expression"),

@@ -265,3 +265,13 @@ def test_one_rules_file_is_served_and_reloaded(tmp_path: Path) -> None:
         (tmp_path / "a.yaml").write_text(reject("a", "k8s-node2"))
         eventually(lambda: passed(client) == ["k8s-master", "k8s-node1"])
         assert client.get("/rules").json()["active"]["files"] == [str(tmp_path / "a.yaml")]
+
+
+def test_a_repeated_rule_set_name_is_blamed_on_the_file_that_brought_it(tmp_path: Path) -> None:
+    (tmp_path / "b.yaml").write_text(reject("same", "k8s-node1"))
+    with running_server(settings(tmp_path)) as url, httpx.Client(base_url=url) as client:
+        (tmp_path / "a-new.yaml").write_text(reject("same", "k8s-master"))  # read first: it sorts first
+        eventually(lambda: client.get("/rules").json()["lastRejected"] is not None)
+        [error] = client.get("/rules").json()["lastRejected"]["errors"]
+    assert error["file"] == str(tmp_path / "a-new.yaml")
+    assert error["message"] == f"duplicate rule set name, already defined in {tmp_path / 'b.yaml'}"
