@@ -108,7 +108,7 @@ def read_documents(files: Sequence[tuple[str, Path]]) -> tuple[list[Document], l
 
 _QUOTE_HINT = (
     "; a plain (unquoted) value cannot contain ': ' (YAML reads a mapping there): "
-    "quote the expression (expression: \"…\") or write it as a block (expression: >-)"
+    'quote the expression (expression: "…") or write it as a block (expression: >-)'
 )
 
 
@@ -122,7 +122,8 @@ def _yaml_error(name: str, error: yaml.YAMLError) -> LoadError:
     if mark is None:
         return LoadError(file=name, message=f"invalid YAML: {problem}")
     hint = _QUOTE_HINT if problem == "mapping values are not allowed here" else ""
-    return LoadError(file=name, line=mark.line + 1, message=f"invalid YAML at column {mark.column + 1}: {problem}{hint}")
+    message = f"invalid YAML at column {mark.column + 1}: {problem}{hint}"
+    return LoadError(file=name, line=mark.line + 1, message=message)
 
 
 def _parse(name: str, text: str) -> list[Document]:

@@ -57,7 +57,7 @@ BROKEN_FILES: list[tuple[str, str, LoadError, str]] = [
     ),
     (
         "quote-never-closed",
-        rule_set("x", "filters:\n- name: f\n  expression: \"node.metadata.name == 'a'\n- name: g\n  expression: 'true'"),
+        rule_set("x", "filters:\n- name: f\n  expression: \"node.metadata.name == 'a'\n- name: g\n  expression: x"),
         LoadError(file="", message="", line=8),
         "invalid YAML at column 17: while scanning a quoted scalar, found unexpected end of stream",
     ),
