@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -207,6 +208,36 @@ BROKEN_FILES: list[tuple[str, str, LoadError, str]] = [
             position=(1, 29),
         ),
         "CEL: Syntax error",
+    ),
+    (
+        "nested-deeper-than-cel-allows",
+        rule_set("x", "filters:\n- name: f\n  expression: " + "(" * 40 + "true" + ")" * 40),
+        LoadError(
+            file="",
+            message="",
+            line=8,
+            rule_set="x",
+            rule="f",
+            field="spec.filters[0].expression",
+            expression="(" * 40 + "true" + ")" * 40,
+            position=(1, 33),  # the first bracket past the limit
+        ),
+        "CEL: nested deeper than CEL allows (32 levels",
+    ),
+    (
+        "nested-deeper-than-the-checker-allows",  # cel-cpp's checker counts the list and the operator: no position
+        rule_set("x", 'filters:\n- name: f\n  expression: "' + "[" * 31 + "1" + "]" * 31 + ' == []"'),
+        LoadError(
+            file="",
+            message="",
+            line=8,
+            rule_set="x",
+            rule="f",
+            field="spec.filters[0].expression",
+            expression="[" * 31 + "1" + "]" * 31 + " == []",
+            position=(1, 31),  # the deepest bracket
+        ),
+        "CEL: nested deeper than CEL allows (32 levels",
     ),
     (
         "cel-syntax-error-on-second-line",
@@ -605,3 +636,15 @@ def test_error_text_names_file_line_rule_and_expression(tmp_path: Path, engine: 
     assert str(error).startswith(f"{path}:8: x/f: spec.filters[0].expression: CEL: Syntax error")
     assert str(error).endswith("in '1 +' at 1:4")
     assert error.as_dict()["position"] == [1, 4]
+
+
+def test_an_expression_of_400_kb_is_refused_at_once_with_one_error(tmp_path: Path, engine: Engine) -> None:
+    huge = " || ".join(["node.metadata.name == 'a-node-name-of-twenty'"] * 9000)
+    write_rules(tmp_path, rule_set("x", f'filters:\n- name: f\n  expression: "{huge}"'))
+    load_errors(tmp_path, engine)  # the first load imports what loading needs
+    started = time.monotonic()
+    (error,) = load_errors(tmp_path, engine)
+    assert time.monotonic() - started < 0.5
+    assert error.field == "spec.filters[0].expression"
+    assert error.expression is None
+    assert str(error).endswith(f"has {len(huge)} characters; it begins {huge[:60]!r}")
