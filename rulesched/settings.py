@@ -9,10 +9,20 @@ documentation: `rulesched serve --help` shows them (the flags are generated from
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BeforeValidator, Field, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+COMMA_SEPARATED = frozenset({"rules_dir"})
+"""The list settings whose environment variable separates its values with commas (the others: a JSON array)."""
+
+
+def _paths(value: object) -> object:
+    """One path (a flag given once, a string of the environment: comma-separated) as a tuple of them."""
+    if isinstance(value, str):
+        return tuple(Path(part) for part in value.split(",") if part)
+    return (value,) if isinstance(value, Path) else value
 
 
 class Settings(BaseSettings):
@@ -22,8 +32,9 @@ class Settings(BaseSettings):
         env_prefix="RULESCHED_", extra="forbid", frozen=True, use_attribute_docstrings=True
     )
 
-    rules_dir: Path = Path("rules")
-    """Directory of rule files (a mounted ConfigMap in a cluster), or one rule file."""
+    rules_dir: Annotated[tuple[Path, ...], NoDecode, BeforeValidator(_paths)] = (Path("rules"),)
+    """Directory of rule files (a mounted ConfigMap in a cluster), or one rule file; repeat the flag (or separate
+    them with commas in the variable) for several, loaded together as one set of rules."""
     host: str = "127.0.0.1"
     """Address to listen on; loopback unless the extender is reached over the network (then use TLS)."""
     port: int = Field(8888, ge=0, le=65535)

@@ -39,7 +39,7 @@ def flags(name: str) -> list[str]:
 
 
 def field_type(field: FieldInfo) -> Any:
-    """The field's annotation without `| None`."""
+    """The field's annotation without `| None` (and without `Annotated`'s metadata, which pydantic keeps apart)."""
     annotation = field.annotation
     if get_origin(annotation) in (Union, types.UnionType):
         kept = [a for a in get_args(annotation) if a is not type(None)]
@@ -96,7 +96,8 @@ def _argument(name: str, field: FieldInfo) -> dict[str, Any]:
     if get_origin(kind) is Literal:
         return {"choices": get_args(kind)}
     if get_origin(kind) is tuple:  # a list of values: the flag is repeated
-        return {"action": "append", "type": str, "metavar": "TEXT"}
+        item = get_args(kind)[0]
+        return {"action": "append", "type": item, "metavar": _metavar(name, item)}
     return {"type": kind if kind in (int, float, Path) else str, "metavar": _metavar(name, kind)}
 
 

@@ -8,7 +8,7 @@ import gc
 import logging
 import ssl
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,15 +59,16 @@ def build(settings: Settings) -> Parts:
     """Load the rules (all must load) and build the cluster sources and the app; nothing started yet."""
     check_tls(settings)
     engine = _engine(settings)
-    store = RuleStore([settings.rules_dir], engine, allow_empty=settings.allow_empty_rules)
+    store = RuleStore(settings.rules_dir, engine, allow_empty=settings.allow_empty_rules)
     metrics = Metrics()
     metrics.watch_store(store)
-    if not settings.rules_dir.exists():
-        raise StartupError(f"rules directory or file {settings.rules_dir} does not exist")
+    for path in settings.rules_dir:
+        if not path.exists():
+            raise StartupError(f"rules directory or file {path} does not exist")
     if store.reload() == "rejected":
         assert store.last_rejected is not None
         errors = "\n".join(str(e) for e in store.last_rejected.errors)
-        raise StartupError(f"the rules in {settings.rules_dir} do not load:\n{errors}")
+        raise StartupError(f"the rules in {_listed(settings.rules_dir)} do not load:\n{errors}")
     try:
         cluster = build_cluster(settings)
     except SourceError as error:
@@ -80,7 +81,7 @@ def build(settings: Settings) -> Parts:
     app = create_app(settings, store, cluster, Observer(metrics))
     extender: Extender = app.state.extender
     _canary(settings, store, extender)
-    reloaders = [_reloader(settings, store, settings.rules_dir)]
+    reloaders = [_reloader(settings, store, path) for path in settings.rules_dir]
     if settings.shadow_rules_dir is not None:
         shadow_store = RuleStore([settings.shadow_rules_dir], _engine(settings))
         extender.shadow = _shadow(settings, shadow_store, extender, metrics)
@@ -147,6 +148,10 @@ def _started(requeue: Requeue | None) -> asyncio.Task[None] | None:
         return None
     requeue.start()
     return asyncio.create_task(requeue.run(), name="requeue")
+
+
+def _listed(paths: Sequence[Path]) -> str:
+    return ", ".join(map(str, paths))
 
 
 def _canary(settings: Settings, store: RuleStore, extender: Extender) -> None:
@@ -275,7 +280,7 @@ def serve(settings: Settings) -> int:
         len(book.rule_sets),
         book.generation,
         settings.cel_engine,
-        settings.rules_dir,
+        _listed(settings.rules_dir),
         settings.host,
         settings.port,
         parts.cluster.description,

@@ -275,3 +275,19 @@ def test_a_repeated_rule_set_name_is_blamed_on_the_file_that_brought_it(tmp_path
         [error] = client.get("/rules").json()["lastRejected"]["errors"]
     assert error["file"] == str(tmp_path / "a-new.yaml")
     assert error["message"] == f"duplicate rule set name, already defined in {tmp_path / 'b.yaml'}"
+
+
+def test_several_rules_paths_are_one_set_of_rules_each_reloaded(tmp_path: Path) -> None:
+    (tmp_path / "team-a").mkdir()
+    (tmp_path / "team-a" / "a.yaml").write_text(reject("a", "k8s-node1"))
+    (tmp_path / "b.yaml").write_text(reject("b", "k8s-master"))
+    paths = (tmp_path / "team-a", tmp_path / "b.yaml")
+    with (
+        running_server(settings(tmp_path).model_copy(update={"rules_dir": paths})) as url,
+        httpx.Client(base_url=url) as client,
+    ):
+        assert passed(client) == ["k8s-node2"]
+        (tmp_path / "b.yaml").write_text(reject("b", "k8s-node2"))
+        eventually(lambda: passed(client) == ["k8s-master"])
+        (tmp_path / "team-a" / "a.yaml").write_text(reject("a", "k8s-master"))
+        eventually(lambda: passed(client) == ["k8s-node1"])
