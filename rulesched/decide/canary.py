@@ -106,7 +106,7 @@ def _count(decision: Decision, tallies: dict[tuple[str, str], _Tally]) -> None:
         for result in verdict.filters:
             if result.outcome == "skipped":
                 continue
-            kind = "fail" if result.outcome == "fail" and result.enforce else result.outcome
+            kind = "pass" if result.outcome == "fail" and not result.enforce else result.outcome  # Audit rejects none
             outcomes.setdefault((result.rule_set, result.rule), []).append(kind)
             if result.error:
                 errors.setdefault((result.rule_set, result.rule), result.error)

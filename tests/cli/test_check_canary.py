@@ -42,6 +42,11 @@ def test_a_filter_rejecting_every_node_fails_the_check(drafts: Path, capsys: pyt
     assert "nowhere/nowhere-rule: refused by the canary: it rejected every node" in capsys.readouterr().err
 
 
+def test_an_audit_filter_rejecting_every_node_rejects_none_and_passes(drafts: Path) -> None:
+    (drafts / "nowhere.yaml").write_text(NOWHERE.replace("    expression:", "    mode: Audit\n    expression:"))
+    assert main(checked(drafts, "--nodes", str(EXAMPLE_NODES))) == 0
+
+
 def test_without_nodes_the_canary_does_not_run(drafts: Path) -> None:
     (drafts / "nowhere.yaml").write_text(NOWHERE)
     assert main(checked(drafts)) == 0
