@@ -1,21 +1,25 @@
-"""Placements that track real usage: node CPU balance after waves of pods, by four ways of choosing a node.
+"""Placements that track real usage: node CPU balance after waves of pods, by five ways of choosing a node.
 
-Usage: `python bench/placement.py [--seeds 5] [--loads low,mid,high] [--json FILE]`
+Usage: `python bench/placement.py [--seeds 5] [--loads low,mid,high] [--trials 20] [--json FILE]`
 
 A simulated cluster (`bench/placement_world.py`: nodes of 16 CPU with system loads from 0.2 to 5 cores;
 three Deployments whose pods all request 500m and use 0.4x, 1x and 3x of it; metrics-server sampling node
-and pod usage every 10 s; waves of pods 15 s apart), placed four ways in the same run:
+and pod usage every 10 s; waves of pods 15 s apart), placed five ways in the same run:
 
-- `requests`: kube-scheduler's own scoring, written out here: NodeResourcesFit LeastAllocated plus
-  NodeResourcesBalancedAllocation over the pods' requests (cpu and memory, weight 1 each), 0-100 each;
+- `requests`: kube-scheduler alone, its default score plugins with their default weights as
+  `rulesched tune` models them (`rulesched/tools/tune_kube.py`: NodeResourcesFit LeastAllocated,
+  NodeResourcesBalancedAllocation, PodTopologySpread's default constraints, TaintToleration, NodeAffinity,
+  ImageLocality), by the pods' requests;
 - `rulesched (requests)`: the real rulesched server (names mode, `rules/xy-least-cpu.yaml` as shipped)
   without pod metrics: `recent.estimates` are the requests (the fallback);
 - `rulesched (estimates)`: the same server learning each workload's usage from the pod metrics;
+- `rulesched (tuned)`: the same, with the rule's weight and the extender's weight that `rulesched tune`
+  chose from the first two waves of another seed of the same load (`TUNING_SEED`);
 - `known usage`: every pod placed on the node whose real use is lowest (greedy, the limit).
 
 rulesched is driven as kube-scheduler drives an extender: its own filters (requests fit) first, then
-/filter and /prioritize over HTTP on 127.0.0.1, the extender's score times 10 (weight 1) added to its own
-plugins' scores, the top node taken (ties at random, seeded), the pod bound there, and the binding seen
+/filter and /prioritize over HTTP on 127.0.0.1, the extender's score times 10 times its weight added to
+the plugins' scores, the top node taken (ties at random, seeded), the pod bound there, and the binding seen
 by the pod source as the pod watch would show it. Bounded: `--max-seconds` for the whole run.
 """
 
@@ -40,17 +44,7 @@ import uvicorn
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.placement_world import (
-    CPU,
-    MEMORY,
-    REQUEST_CPU,
-    REQUEST_MEMORY,
-    SampledMetrics,
-    Scenario,
-    World,
-    spread,
-    waves,
-)
+from bench.placement_world import SampledMetrics, Scenario, World, node_object, scene, spread, waves
 from rulesched.cluster import Cluster
 from rulesched.cluster.estimates import Estimates
 from rulesched.cluster.pods import PodIndex
@@ -60,32 +54,44 @@ from rulesched.extender.app import create_app
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.observe import Observer
 from rulesched.rules.cel import make_engine
+from rulesched.rules.loader import load_rule_book
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
+from rulesched.tools.tune import Search, current_weights, tune
+from rulesched.tools.tune_kube import DEFAULT_WEIGHTS, Demand, NodeState, extender_part, owner_of, plugin_scores
+from rulesched.tools.tune_kube import fits as tune_fits
+from rulesched.tools.tune_model import Weights
+from rulesched.tools.tune_write import rewritten
 
 REPO = Path(__file__).resolve().parent.parent
 FOUNDING = REPO / "rules" / "xy-least-cpu.yaml"
 LOADS = {"low": 12, "mid": 21, "high": 30}
 """Pods per wave (three waves): about 35%, 50% and 65% of the cluster's CPU really used at the end."""
-STRATEGIES = ("requests", "rulesched (requests)", "rulesched (estimates)", "known usage")
+STRATEGIES = ("requests", "rulesched (requests)", "rulesched (estimates)", "rulesched (tuned)", "known usage")
+TUNING_SEED = 1000
+"""The scenario `rulesched tune` tunes on (its first two waves): another seed than any measured."""
 Choose = Callable[[World, Mapping[str, Any], float], str]
 
 
-def kube_scores(world: World) -> dict[str, float]:
-    """NodeResourcesFit LeastAllocated + NodeResourcesBalancedAllocation, by requests with the new pod's."""
-    scores = {}
-    for node in world.base:
-        cpu, memory = world.requested(node)
-        cpu_share, memory_share = (cpu + REQUEST_CPU) / CPU, (memory + REQUEST_MEMORY) / MEMORY
-        least = ((1 - cpu_share) * 100 + (1 - memory_share) * 100) / 2
-        balanced = (1 - abs(cpu_share - memory_share) / 2) * 100
-        scores[node] = least + balanced
-    return scores
+def kube_states(world: World) -> dict[str, NodeState]:
+    """Each node as kube-scheduler's snapshot holds it: the requests (and owners) of the pods placed on it."""
+    states = {name: NodeState(node_object(name)) for name in world.base}
+    for placed in world.placed:
+        states[placed.node].add(Demand.of(placed.pod), owner_of(placed.pod))
+    return states
 
 
-def fits(world: World) -> list[str]:
-    """kube-scheduler's own filter: the pod's requests fit what is left unrequested."""
-    return [n for n in world.base if world.requested(n)[0] + REQUEST_CPU <= CPU]
+def fits(world: World, pod: Mapping[str, Any]) -> list[str]:
+    """kube-scheduler's own filters (`rulesched.tools.tune_kube`): the pod's requests fit what is left."""
+    demand = Demand.of(pod)
+    return [name for name, state in kube_states(world).items() if tune_fits(pod, demand, state)]
+
+
+def kube_scores(world: World, pod: Mapping[str, Any], names: Sequence[str]) -> dict[str, float]:
+    """kube-scheduler's default score plugins with their default weights (`rulesched.tools.tune_kube`)."""
+    states = kube_states(world)
+    scores = plugin_scores(pod, Demand.of(pod), [states[n] for n in names], DEFAULT_WEIGHTS, len(states))
+    return dict(zip(names, map(float, scores), strict=True))
 
 
 def top(scores: Mapping[str, float], rng: random.Random) -> str:
@@ -96,10 +102,11 @@ def top(scores: Mapping[str, float], rng: random.Random) -> str:
 class Extender:
     """The real rulesched app on a loopback port, over the world's nodes, samples and pods."""
 
-    def __init__(self, world: World, directory: Path, learn: bool) -> None:
+    def __init__(self, world: World, directory: Path, learn: bool, weights: Weights | None = None) -> None:
         rules = directory / "rules"
         rules.mkdir()
-        shutil.copy(FOUNDING, rules / FOUNDING.name)
+        text = FOUNDING.read_text()
+        (rules / FOUNDING.name).write_text(rewritten(text, weights.rules) if weights is not None else text)
         nodes = directory / "nodes.json"
         nodes.write_text(json.dumps({"kind": "NodeList", "items": world.node_objects()}))
         self.settings = Settings(rules_dir=rules, nodes_file=nodes, cluster="off", refresh_ahead=False)
@@ -143,28 +150,31 @@ class Extender:
             record_poll(self.store, pod_metrics, self.index.views())
 
 
-def rulesched_choice(client: httpx.Client, rng: random.Random) -> Choose:
+def rulesched_choice(client: httpx.Client, rng: random.Random, weight: float = 1.0) -> Choose:
+    """kube-scheduler with the extender of `weight`: its score times 10 times the weight beside the plugins'."""
+
     def choose(world: World, pod: Mapping[str, Any], now: float) -> str:
-        names = fits(world)
+        names = fits(world, pod)
         passed = client.post("/filter", json={"Pod": pod, "NodeNames": names}).json()["NodeNames"] or []
+        if len(passed) == 1:
+            return str(passed[0])  # kube-scheduler does not prioritize a single node
         ranked = client.post("/prioritize", json={"Pod": pod, "NodeNames": passed}).json()
-        own = kube_scores(world)
-        return top({h["Host"]: own[h["Host"]] + 10 * h["Score"] for h in ranked}, rng)
+        own = kube_scores(world, pod, [h["Host"] for h in ranked])
+        return top({h["Host"]: own[h["Host"]] + extender_part(h["Score"], weight) for h in ranked}, rng)
 
     return choose
 
 
 def requests_choice(rng: random.Random) -> Choose:
     def choose(world: World, pod: Mapping[str, Any], now: float) -> str:
-        own = kube_scores(world)
-        return top({n: own[n] for n in fits(world)}, rng)
+        return top(kube_scores(world, pod, fits(world, pod)), rng)
 
     return choose
 
 
 def known_choice(rng: random.Random) -> Choose:
     def choose(world: World, pod: Mapping[str, Any], now: float) -> str:
-        return top({n: -round(world.used(n), 9) for n in fits(world)}, rng)
+        return top({n: -round(world.used(n), 9) for n in fits(world, pod)}, rng)
 
     return choose
 
@@ -188,33 +198,53 @@ def simulate(world: World, choose: Choose, extender: Extender | None, rng: rando
     return world
 
 
-def run(scenario: Scenario, strategy: str, directory: Path) -> World:
+def tuned(load: str, nodes: int, trials: int) -> Weights:
+    """The weights `rulesched tune` chooses for the founding rule from the first two waves of `TUNING_SEED`."""
+    with tempfile.TemporaryDirectory() as directory:
+        shutil.copy(FOUNDING, Path(directory) / FOUNDING.name)
+        book = load_rule_book([Path(directory)], make_engine("cpp"))
+    scenario = Scenario(seed=TUNING_SEED, nodes=nodes, per_wave=LOADS[load])
+    result = tune(scene(scenario, kept=2), book, DEFAULT_WEIGHTS, current_weights(book, 1.0), Search(trials=trials))
+    return result.chosen.weights
+
+
+def run(scenario: Scenario, strategy: str, directory: Path, weights: Weights | None = None) -> World:
     """One placement of the scenario's waves by `strategy`, on a fresh world (and a fresh server)."""
     rng = random.Random(scenario.seed * 31 + STRATEGIES.index(strategy))
     world = World.make(scenario)
     if not strategy.startswith("rulesched"):
         choose = requests_choice(rng) if strategy == "requests" else known_choice(rng)
         return simulate(world, choose, None, rng)
-    extender = Extender(world, directory, learn=strategy.endswith("(estimates)"))
+    weights = weights if strategy.endswith("(tuned)") else None
+    extender = Extender(world, directory, learn=not strategy.endswith("(requests)"), weights=weights)
     with extender.running() as client:
-        return simulate(world, rulesched_choice(client, rng), extender, rng)
+        choose = rulesched_choice(client, rng, weights.extender if weights is not None else 1.0)
+        return simulate(world, choose, extender, rng)
 
 
-def measure(seeds: int, loads: Sequence[str], threshold: float, max_seconds: float, nodes: int = 8) -> dict[str, Any]:
-    """Every (load, seed, strategy): the spread of node CPU use once every pod runs."""
+def measure(
+    seeds: int, loads: Sequence[str], threshold: float, max_seconds: float, nodes: int = 8, trials: int = 20
+) -> dict[str, Any]:
+    """Every (load, seed, strategy): the spread of node CPU use once every pod runs; and the tuned weights."""
     started = time.monotonic()
     results: list[dict[str, Any]] = []
+    weights: dict[str, Weights] = {}
     for load in loads:
+        weights[load] = tuned(load, nodes, trials)
         for seed in range(1, seeds + 1):
             scenario = Scenario(seed=seed, nodes=nodes, per_wave=LOADS[load])
             for strategy in STRATEGIES:
                 if time.monotonic() - started > max_seconds:
-                    return {"results": results, "cut short": True}
+                    return {"results": results, "cut short": True, "tuned": _as_dicts(weights)}
                 with tempfile.TemporaryDirectory() as directory:
-                    world = run(scenario, strategy, Path(directory))
+                    world = run(scenario, strategy, Path(directory), weights[load])
                 used = [world.used(n) for n in world.base]
                 results.append({"load": load, "seed": seed, "strategy": strategy, **spread(used, threshold)})
-    return {"results": results, "cut short": False}
+    return {"results": results, "cut short": False, "tuned": _as_dicts(weights)}
+
+
+def _as_dicts(weights: Mapping[str, Weights]) -> dict[str, Any]:
+    return {load: w.as_dict() for load, w in weights.items()}
 
 
 def targets(results: Sequence[Mapping[str, Any]], load: str = "mid") -> list[str]:
@@ -261,15 +291,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--threshold", type=float, default=1.1, help="a node above this times the mean is counted")
     parser.add_argument("--max-seconds", type=float, default=600.0)
+    parser.add_argument("--trials", type=int, default=20, help="weight sets `rulesched tune` tries per load")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     loads = [x for x in args.loads.split(",") if x]
     if not set(loads) <= set(LOADS) or args.seeds < 1 or args.nodes < 2:
         parser.error(f"--loads of {', '.join(LOADS)}, --seeds >= 1, --nodes >= 2")
-    report = measure(args.seeds, loads, args.threshold, args.max_seconds, args.nodes)
+    report = measure(args.seeds, loads, args.threshold, args.max_seconds, args.nodes, args.trials)
     misses = targets(report["results"]) if "mid" in loads else []
     report["targets missed"] = misses
     print(table(report["results"], args.threshold))
+    print("tuned: " + "; ".join(f"{load} {w['rules']} extender {w['extender']}" for load, w in report["tuned"].items()))
     print("cut short by --max-seconds" if report["cut short"] else f"mid-load targets: {'; '.join(misses) or 'met'}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

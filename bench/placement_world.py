@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rulesched.rules.context import NodeUsage
+from rulesched.tools.tune_model import Arrival, Scene
 
 EPOCH = datetime.datetime(2026, 11, 26, 12, 0, tzinfo=datetime.UTC)
 CPU, MEMORY = 16.0, 64 * 2.0**30
@@ -158,6 +159,21 @@ def waves(scenario: Scenario) -> list[list[tuple[float, dict[str, Any]]]]:
             index += 1
         found.append(arrivals)
     return found
+
+
+def scene(scenario: Scenario, kept: int | None = None) -> Scene:
+    """The scenario as `rulesched tune` models it, with its first `kept` waves (None: all): each pod using its
+    app's share, known to the usage estimates from the second wave on (the first meets workloads never
+    measured: their requests), as the server with pod metrics learns them. Memory is sampled as a constant."""
+    world = World.make(scenario)
+    arrivals = []
+    for number, wave in enumerate(waves(scenario)[:kept]):
+        for arrived, pod in wave:
+            use = REQUEST_CPU * APPS[pod["metadata"]["labels"]["app"]]
+            estimate = {"cpu": use, "memory": REQUEST_MEMORY} if number else None
+            arrivals.append(Arrival(arrived, pod, use, 0.0, estimate))
+    base = {name: (load, 2.0**30) for name, load in world.base.items()}
+    return Scene(world.node_objects(), base, [], arrivals, EPOCH, scenario.interval, 600.0, STARTUP)
 
 
 class SampledMetrics:

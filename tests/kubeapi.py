@@ -115,6 +115,7 @@ class _State:
     metrics_status: int = 200
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     pod_usage: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    pod_metrics_chunked: bool = True
     pods: dict[tuple[str, str], Pod] = field(default_factory=dict)
     bind_forbidden: bool = False
     requests: list[str] = field(default_factory=list)
@@ -275,6 +276,12 @@ class KubeAPI:
             stamp = then.strftime("%Y-%m-%dT%H:%M:%SZ")
         with self.cond:
             self.state.usage[name] = {"usage": {"cpu": cpu, "memory": memory}, "timestamp": stamp}
+
+    def frame_pod_metrics(self, *, chunked: bool) -> None:
+        """Send the PodMetricsList chunked, as the API server sends lists (the default), or whole with its
+        Content-Length."""
+        with self.cond:
+            self.state.pod_metrics_chunked = chunked
 
     def set_pod_usage(self, namespace: str, name: str, cpu: str, memory: str) -> None:
         """The pod's usage in `pods.metrics.k8s.io` (one container, `app`), sampled at each request."""
@@ -648,8 +655,11 @@ class _Handler(BaseHTTPRequestHandler):
     def list_pod_metrics(self, query: dict[str, str]) -> None:
         with self.api.cond:
             status, usage = self.state.metrics_status, copy.deepcopy(self.state.pod_usage)
+            chunked = self.state.pod_metrics_chunked
         if status != 200:
             self._json(404, _status(404, "NotFound", "the server could not find the requested resource", {}))
+        elif chunked:
+            self._chunked(_compact(_pod_metrics_list(usage)))
         else:
             self._json(200, _pod_metrics_list(usage))
 
@@ -757,6 +767,9 @@ class _Handler(BaseHTTPRequestHandler):
         if metadata.get("uid") and metadata["uid"] != found["metadata"].get("uid"):  # a uid is immutable
             message = f'Pod "{name}" is invalid: metadata.uid: Invalid value: "{metadata["uid"]}": field is immutable'
             return 422, _status(422, "Invalid", message, {"name": name, "kind": "Pod"})
+        version = metadata.get("resourceVersion")
+        if version and version != found["metadata"].get("resourceVersion"):  # optimistic concurrency
+            return 409, _refusal(409, namespace, name)
         patched = copy.deepcopy(found)
         annotations = patched["metadata"].setdefault("annotations", {})
         for key, value in (metadata.get("annotations") or {}).items():

@@ -353,11 +353,8 @@ def test_scheduler_runs_its_own_profile_and_lease(variant: str) -> None:
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["kind"] == "KubeSchedulerConfiguration"
     assert config["profiles"] == [{"schedulerName": "rulesched"}]
-    assert config["leaderElection"] == {
-        "leaderElect": True,
-        "resourceNamespace": NAMESPACE,
-        "resourceName": "rulesched",
-    }
+    # The namespace is the pod's own (a flag from the downward API, tests/test_deploy_moved.py).
+    assert config["leaderElection"] == {"leaderElect": True, "resourceName": "rulesched"}
 
 
 @pytest.mark.parametrize("variant", WITH_SCHEDULER)
@@ -369,8 +366,8 @@ def test_scheduler_calls_the_extender_through_its_service(variant: str) -> None:
     service = one(objects, "Service", "rulesched")
     [port] = service["spec"]["ports"]
     [container_port] = [p for p in rulesched["ports"] if p["name"] == port["targetPort"]]
-    assert extender["urlPrefix"] == "http://rulesched.rulesched-system.svc:8888"
-    assert extender["urlPrefix"] == f"http://rulesched.{NAMESPACE}.svc:{port['port']}"
+    assert extender["urlPrefix"] == "http://rulesched:8888"
+    assert extender["urlPrefix"] == f"http://{service['metadata']['name']}:{port['port']}"
     assert (served["host"], int(served["port"])) == ("0.0.0.0", container_port["containerPort"])
     extender_labels = one(objects, "Deployment", "rulesched")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= extender_labels.items()
@@ -445,7 +442,7 @@ def test_main_scheduler_overlay_serves_mutual_tls_behind_the_service() -> None:
         assert served[flag] == f"{mount['mountPath']}/{key}"
     # Of the certificates the CA signed, only kube-scheduler's and the pod's own (its exec probes).
     names = [arg.partition("=")[2] for arg in rulesched["args"] if arg.startswith("--tls-client-name=")]
-    assert names == ["kube-scheduler", "rulesched.rulesched-system.svc"]
+    assert names == ["kube-scheduler", "rulesched.$(POD_NAMESPACE).svc"]
 
 
 # --- RBAC: one identity each, every verb against its allow-list ---------------------------------------
@@ -584,7 +581,11 @@ def test_leader_election_lease_is_granted_by_name(variant: str) -> None:
     objects = render(variant)
     lease = scheduler_config(objects)["leaderElection"]
     role = one(objects, "Role", "rulesched-leader-election")
-    assert role["metadata"]["namespace"] == lease["resourceNamespace"]
+    scheduler = one(objects, "Deployment", SCHEDULER_DEPLOYMENT)
+    assert (
+        flags(container(objects, "kube-scheduler")["command"])["leader-elect-resource-namespace"] == "$(POD_NAMESPACE)"
+    )
+    assert role["metadata"]["namespace"] == scheduler["metadata"]["namespace"]
     named = [r for r in role["rules"] if r.get("resourceNames") == [lease["resourceName"]]]
     assert [(r["apiGroups"], r["resources"], sorted(r["verbs"])) for r in named] == [
         (["coordination.k8s.io"], ["leases"], ["get", "update"])

@@ -19,6 +19,7 @@ import yaml
 from celpy.adapter import json_to_cel
 
 from rulesched.settings import Settings
+from tests.admission import RbacAuthorizer, applies
 from tests.test_deploy import (
     API_CALLS,
     DEPLOY,
@@ -36,7 +37,9 @@ from tests.test_deploy import (
 )
 
 OVERLAY = DEPLOY / "overlays" / "deschedule"
-DESCHEDULE_CALLS = {("", "pods/eviction", "create"), ("", "events", "create"), *LEASE_CALLS}
+MARKER = ("rulesched.io", "writers", "use")
+"""No API call: the permission admission.yaml recognises the extender by."""
+DESCHEDULE_CALLS = {("", "pods/eviction", "create"), ("", "events", "create"), *LEASE_CALLS, MARKER}
 EXTENDER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 
 
@@ -86,8 +89,8 @@ def admitted(request: dict[str, Any], obj: dict[str, Any]) -> bool:
     """Whether the policy admits `obj` in `request` (False when a validation is false)."""
     env = celpy.Environment()
     values = {"request": json_to_cel(request), "object": json_to_cel(obj)}
-    conditions = [c["expression"] for c in policy()["spec"]["matchConditions"]]
-    if not all(env.program(env.compile(c)).evaluate(values) for c in conditions):
+    user = request["userInfo"]["username"]
+    if not applies(policy(), request, RbacAuthorizer(objects(), user)):
         return True  # not the extender: the policy does not apply
     return all(
         bool(env.program(env.compile(v["expression"])).evaluate(values)) for v in policy()["spec"]["validations"]
@@ -113,7 +116,6 @@ EVICTION = {"metadata": {"name": "web-1"}}
     [
         (request("leases", NAMESPACE), LEASE, True),
         (request("leases", NAMESPACE), {"metadata": {"name": "kube-scheduler"}}, False),
-        (request("leases", "kube-system"), LEASE, False),
         (request("events", "web"), EVENT, True),
         (request("events", "web"), {**EVENT, "reason": "Killing"}, False),
         (request("events", "web"), {**EVENT, "involvedObject": {"kind": "Node"}}, False),
@@ -134,3 +136,13 @@ def test_the_admission_policy_denies() -> None:
         policy()["metadata"]["name"],
         ["Deny"],
     )
+
+
+def test_leases_are_created_only_in_the_extenders_namespace() -> None:
+    # The policy names the Lease; where it may be created is RBAC's to say: no ClusterRole grants leases,
+    # the Role that does lives in the extender's namespace (and moves with it: tests/test_deploy_moved.py).
+    rendered = objects()
+    cluster_wide = RbacAuthorizer(rendered, EXTENDER).rules()
+    assert not [rule for rule in cluster_wide if "leases" in rule["resources"]]
+    role = one(rendered, "Role", "rulesched-descheduler-lease")
+    assert role["metadata"]["namespace"] == one(rendered, "ServiceAccount", SERVICE_ACCOUNT)["metadata"]["namespace"]

@@ -11,7 +11,7 @@ from bench.placement import STRATEGIES, main, measure, targets
 
 
 def test_a_tiny_run_places_every_way_and_the_estimates_balance_better() -> None:
-    report = measure(seeds=1, loads=["mid"], threshold=1.1, max_seconds=120, nodes=4)
+    report = measure(seeds=1, loads=["mid"], threshold=1.1, max_seconds=120, nodes=4, trials=6)
     assert not report["cut short"]
     by = {r["strategy"]: r for r in report["results"]}
     assert set(by) == set(STRATEGIES)
@@ -19,6 +19,9 @@ def test_a_tiny_run_places_every_way_and_the_estimates_balance_better() -> None:
         assert result["max"] >= result["mean"] > 0
     assert by["rulesched (estimates)"]["stddev"] < by["rulesched (requests)"]["stddev"] < by["requests"]["stddev"]
     assert by["rulesched (estimates)"]["max/mean"] <= by["requests"]["max/mean"]
+    assert by["rulesched (tuned)"]["max/mean"] <= by["requests"]["max/mean"]
+    assert set(report["tuned"]) == {"mid"}
+    assert report["tuned"]["mid"]["extender"] >= 1
     assert targets(report["results"]) == []
 
 
@@ -32,6 +35,8 @@ def test_targets_name_the_seed_that_misses() -> None:
 
 def test_the_command_line_writes_its_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     output = tmp_path / "placement.json"
-    assert main(["--seeds", "1", "--loads", "low", "--nodes", "3", "--json", str(output)]) == 0
-    assert "| low | known usage |" in capsys.readouterr().out
+    assert main(["--seeds", "1", "--loads", "low", "--nodes", "3", "--trials", "3", "--json", str(output)]) == 0
+    out = capsys.readouterr().out
+    assert "| low | known usage |" in out
+    assert "| low | rulesched (tuned) |" in out
     assert output.read_text().startswith("{")

@@ -23,9 +23,10 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from rulesched.cluster.nudge import Nudge, patch_body
+from rulesched.cluster.nudge import FIELD_MANAGER, Nudge, patch_body
 from rulesched.cluster.requeue import ANNOTATION, change_id
 from rulesched.rules.cel import ENGINE_NAMES, Engine, make_engine
+from tests.admission import RbacAuthorizer, applies
 from tests.paths import APISERVER_FIXTURES, POD_FIXTURES, REPO
 from tests.test_deploy import API_CALLS, KUBERNETES_VERSION, NAMESPACE, SERVICE_ACCOUNT, grants, kubectl, one
 
@@ -57,7 +58,8 @@ def test_the_overlay_validates_against_the_kubernetes_schemas() -> None:
 
 def test_the_overlay_grants_patch_on_pods_only_and_runs_with_requeue() -> None:
     objects = rendered()
-    assert grants(objects, SERVICE_ACCOUNT) == set(API_CALLS) | {("", "pods", "patch")}
+    marker = ("rulesched.io", "writers", "use")  # no API call: what the policy recognises the extender by
+    assert grants(objects, SERVICE_ACCOUNT) == set(API_CALLS) | {("", "pods", "patch"), marker}
     args = one(objects, "Deployment", "rulesched")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--requeue" in args
     binding = one(objects, "ValidatingAdmissionPolicyBinding", "rulesched-requeue")
@@ -87,7 +89,9 @@ def admit(engine: Engine, request: Obj) -> list[str] | None:
         program = _compiled(engine, expression)
         return program.evaluate(engine.bindings({"variables": engine.convert(values)}))
 
-    if not all(value(c["expression"]) is True for c in spec["matchConditions"]):
+    # The matchConditions ask the authorizer, which rulesched's engines do not have: cel-python, with the
+    # rendered RBAC answering (tests/admission.py).
+    if not applies(policy(), request, RbacAuthorizer(rendered(), request["userInfo"]["username"])):
         return None
     for variable in spec["variables"]:
         values[variable["name"]] = value(variable["expression"])
@@ -128,12 +132,22 @@ def changed(change: Any) -> Obj:
     return pod
 
 
-def nudged(pod: Obj) -> Obj:
-    """`pod` with the nudge's JSON merge patch applied (the annotation; the uid precondition holds)."""
+def rulesched_entry(time: str = "2026-11-23T01:10:00Z", owned: Obj | None = None) -> Obj:
+    """The managedFields entry the API server records for the nudge (manager: the patch's fieldManager)."""
+    owned = owned if owned is not None else {"f:metadata": {"f:annotations": {"f:" + ANNOTATION: {}}}}
+    entry = {"manager": FIELD_MANAGER, "operation": "Update", "apiVersion": "v1", "time": time}
+    return entry | {"fieldsType": "FieldsV1", "fieldsV1": owned}
+
+
+def nudged(pod: Obj, time: str = "2026-11-23T01:10:00Z") -> Obj:
+    """`pod` with the nudge's JSON merge patch applied (the annotation; the uid precondition holds), and the
+    API server's record of it in managedFields."""
     body = patch_body(Nudge("k", "ns", "name", pod["metadata"]["uid"], change_id("metrics", ["x"]), "metrics", 0, "n"))
     new = copy.deepcopy(pod)
     assert body["metadata"]["uid"] == new["metadata"]["uid"]
     new["metadata"]["annotations"].update(body["metadata"]["annotations"])
+    others = [e for e in new["metadata"].get("managedFields", []) if e["manager"] != FIELD_MANAGER]
+    new["metadata"]["managedFields"] = [*others, rulesched_entry(time)]
     return new
 
 
@@ -149,6 +163,27 @@ def test_the_nudge_is_admitted(engine: Engine) -> None:
     again["metadata"]["annotations"][ANNOTATION] = change_id("rules", ["y"])
     assert admit(engine, update(nudged(old), again)) == []  # a later change's value
     assert admit(engine, update(nudged(old), old)) == []  # and its removal
+    created = nudged(old)
+    created["metadata"]["managedFields"][-1]["fieldsV1"]["f:metadata"]["f:annotations"]["."] = {}
+    assert admit(engine, update(old, created)) == []  # the annotations made by the nudge
+
+
+def _managed(change: Any) -> Any:
+    """A change of the pod's managedFields."""
+
+    def apply(pod: Obj) -> None:
+        change(pod["metadata"].setdefault("managedFields", []))
+
+    return apply
+
+
+def _claim(fields: Obj) -> Any:
+    """rulesched's own managedFields entry claims `fields` besides the annotation."""
+
+    def apply(entries: list[Obj]) -> None:
+        entries.append(rulesched_entry(owned={"f:metadata": {"f:annotations": {"f:" + ANNOTATION: {}}}} | fields))
+
+    return apply
 
 
 def _set(path: str, value: Any) -> Any:
@@ -179,6 +214,11 @@ REFUSED = {
     "a node name": (_set("spec.nodeName", "node-a"), "pod spec"),
     "a finalizer": (_set("metadata.finalizers", ["example.com/hold"]), "finalizer"),
     "the value's form": (_annotate(ANNOTATION, "anything at all"), "change id"),
+    "a generateName": (_set("metadata.generateName", "w-run-"), "generateName"),
+    "another manager's entry": (_managed(lambda entries: entries[0].update(manager="me")), "managedFields"),
+    "another manager's fields": (_managed(lambda entries: entries[0].update(fieldsV1={})), "managedFields"),
+    "an entry dropped": (_managed(lambda entries: entries.clear()), "managedFields"),
+    "a spec field claimed": (_managed(_claim({"f:spec": {"f:nodeName": {}}})), "annotation only"),
 }
 
 

@@ -11,10 +11,10 @@ import importlib.metadata
 import sys
 from collections.abc import Sequence
 
-from rulesched.cli import audit, check, config, explain, replay, schema, serve, test
+from rulesched.cli import audit, check, config, explain, replay, schema, serve, test, tune
 from rulesched.cli import evaluate as eval_command
 
-SUBCOMMANDS = (serve, check, explain, test, replay, eval_command, config, audit, schema)
+SUBCOMMANDS = (serve, check, explain, test, replay, tune, eval_command, config, audit, schema)
 """In the order `rulesched --help` lists them; each `add`s its parser, which sets `run`."""
 
 

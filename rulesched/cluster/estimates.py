@@ -100,7 +100,9 @@ def build_estimates(
 
         assert access is not None
         assert index is not None
-        feed = PodMetricsPoller(access.api, store, index.views, interval=settings.metrics_interval)
+        feed = PodMetricsPoller(
+            access.api, store, index.views, interval=settings.metrics_interval, max_bytes=settings.pod_metrics_max_bytes
+        )
         polled = METRICS_SERVER
         parts.append(f"pod usage from metrics-server every {settings.metrics_interval:g}s")
     if prometheus is not None and index is not None:

@@ -2,25 +2,30 @@
 kube-scheduler takes as an update of the pod and so retries it (docs/operations/requeue.md).
 
 Nudges wait in a bounded queue (one per pod, the latest wins) and are sent from one background thread
-(`BackgroundLoop`), paced by a token bucket (`--requeue-rate`, `--requeue-burst`). The patch carries the
-pod's uid as a precondition, so a pod re-created under the same name is never touched (409). An answer is
-an outcome, never an exception: `patched`, `forbidden` (403: the overlay's RBAC or admission policy is
-missing), `gone` (404: the pod was deleted), `conflict` (409, or 422: another pod has the name now),
-`throttled` (429), `failed` (a timeout, a
-5xx, no connection). A failed nudge is not sent again (the next change may send another); after a 403, a
-429 or a failure the thread pauses, doubling up to 10 s. Each outcome is logged once per change of state: a
-missing permission is one warning, not one per pod.
+(`BackgroundLoop`), paced by a token bucket (`--requeue-rate`, `--requeue-burst`). A nudge whose pod the
+owner no longer wants (asked about again, seen bound, expired) is dropped from the queue unsent. Each nudge
+reads the pod first: one bound meanwhile is dropped, one re-created under the name (another uid) is never
+touched, and the value written is never the one the pod holds (a patch that changes nothing is no update
+for kube-scheduler). The patch carries the uid and the resourceVersion read as preconditions, so a 200 is a
+change the API server applied to exactly the pod read: only that counts as `patched`. Every other answer
+is an outcome, never an exception: `forbidden` (403: the overlay's RBAC or admission policy is missing),
+`gone` (404: the pod was deleted), `conflict` (another pod has the name now, or 422 on the uid),
+`raced` (409: the pod changed between the read and the patch), `throttled` (429), `failed` (a timeout, a
+5xx, no connection), `dropped` (not sent: forgotten or bound). A nudge is not sent again by itself (the
+next change may send another); after a 403, a 429 or a failure the thread pauses, doubling up to 10 s.
+Each outcome is logged once per change of state: a missing permission is one warning, not one per pod.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol
 
 from kubernetes.client import CoreV1Api
 
@@ -34,11 +39,14 @@ from rulesched.cluster.errors import (
 )
 from rulesched.cluster.kube import finish
 from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, Outcome
-from rulesched.cluster.requeue import ANNOTATION, TokenBucket
+from rulesched.cluster.requeue import ANNOTATION, TokenBucket, change_id
 
 log = logging.getLogger(__name__)
 
-NudgeOutcome = Literal["patched", "forbidden", "gone", "conflict", "throttled", "failed"]
+FIELD_MANAGER = "rulesched"
+"""The patch's fieldManager: the API server records the nudge in managedFields under this name, the one entry
+the requeue admission policy lets change (deploy/overlays/requeue/admission-policy.yaml)."""
+NudgeOutcome = Literal["patched", "forbidden", "gone", "conflict", "raced", "throttled", "failed", "dropped"]
 _PAUSED = Backoff(0.5, 10.0)
 """Pauses after 429s or failures in a row."""
 _IDLE = 1.0
@@ -60,16 +68,43 @@ class Nudge:
     node: str
 
 
-Report = Callable[[Nudge, NudgeOutcome, str], None]
-"""Told each nudge's outcome and the API's reason ("" when patched), in the nudge thread."""
+class Owner(Protocol):
+    """Who queues nudges: it says which pods it still wants nudged, and hears every outcome (in the nudge
+    thread) with the API's reason ("" when patched)."""
+
+    def wanted(self, key: str) -> bool: ...
+
+    def report(self, nudge: Nudge, outcome: NudgeOutcome, reason: str) -> None: ...
 
 
-def patch_body(nudge: Nudge) -> dict[str, Any]:
-    """The JSON merge patch: the annotation, and the uid as a precondition."""
+def patch_body(nudge: Nudge, version: str = "") -> dict[str, Any]:
+    """The JSON merge patch: the annotation, and the uid and the resourceVersion read as preconditions."""
     metadata: dict[str, Any] = {"annotations": {ANNOTATION: nudge.value}}
     if nudge.uid:
         metadata["uid"] = nudge.uid
+    if version:
+        metadata["resourceVersion"] = version
     return {"metadata": metadata}
+
+
+def other_value(value: str, current: object) -> str:
+    """`value`, or when the pod holds it already another change id derived from it: the write is a change."""
+    if value != current:
+        return value
+    kind, _, _ = value.partition(".")
+    return change_id(kind, (value, "again"))
+
+
+def _read_check(nudge: Nudge, pod: Mapping[str, Any]) -> NudgeOutcome | None:
+    """Why the pod as read is not nudged (None: it is)."""
+    metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    if metadata.get("deletionTimestamp"):
+        return "gone"
+    if nudge.uid and metadata.get("uid") != nudge.uid:
+        return "conflict"  # another pod has the name now
+    if spec.get("nodeName"):
+        return "dropped"  # bound meanwhile: kube-scheduler has nothing to retry
+    return None
 
 
 def _classify(error: ApiError) -> NudgeOutcome:
@@ -77,8 +112,10 @@ def _classify(error: ApiError) -> NudgeOutcome:
         return "forbidden"
     if isinstance(error, NotFoundError):
         return "gone"
-    if isinstance(error, ConflictError) or error.status == 422:
-        return "conflict"  # 422: the uid precondition failed (a uid is immutable): another pod has the name
+    if isinstance(error, ConflictError):
+        return "raced"  # the resourceVersion precondition: the pod changed since it was read
+    if error.status == 422:
+        return "conflict"  # the uid precondition failed (a uid is immutable): another pod has the name
     if isinstance(error, TooManyRequestsError):
         return "throttled"
     return "failed"
@@ -87,9 +124,9 @@ def _classify(error: ApiError) -> NudgeOutcome:
 class Nudger:
     """Sends queued nudges from its own thread, at most `rate` a second; `report` hears every outcome."""
 
-    def __init__(self, api: Any, bucket: TokenBucket, report: Report, *, kept: int, timeout: float = 5.0) -> None:
+    def __init__(self, api: Any, bucket: TokenBucket, owner: Owner, *, kept: int, timeout: float = 5.0) -> None:
         self._core = CoreV1Api(api)
-        self._bucket, self._report, self._kept, self._timeout = bucket, report, kept, timeout
+        self._bucket, self._owner, self._kept, self._timeout = bucket, owner, kept, timeout
         self._queue: OrderedDict[str, Nudge] = OrderedDict()
         self._lock = threading.Condition()
         self._state: NudgeOutcome | None = None
@@ -121,7 +158,9 @@ class Nudger:
             self._lock.notify_all()
 
     def _step(self) -> Outcome:
-        """Send the next nudge when the bucket has a token and no pause after refusals is under way."""
+        """Drop the nudges no longer wanted; send the next when the bucket has a token and no pause after
+        refusals is under way."""
+        self._drop_unwanted()
         with self._lock:
             if not self._queue:
                 self._lock.wait(_IDLE)
@@ -135,9 +174,9 @@ class Nudger:
             if not self._queue or not self._bucket.take():
                 return "ok"
             _, nudge = self._queue.popitem(last=False)
-        outcome, reason = self.send(nudge)
+        outcome, reason, nudge = self.send(nudge)
         self._note(outcome, reason)
-        self._report(nudge, outcome, reason)
+        self._owner.report(nudge, outcome, reason)
         if outcome in ("forbidden", "throttled", "failed"):
             self._failures += 1
             self._resume = time.monotonic() + _PAUSED.pause(self._failures)
@@ -145,25 +184,54 @@ class Nudger:
             self._failures = 0
         return "ok"
 
-    def send(self, nudge: Nudge) -> tuple[NudgeOutcome, str]:
-        """One patch now, in the calling thread: its outcome and the API's reason."""
+    def _drop_unwanted(self) -> None:
+        """Forget the queued nudges whose pods the owner no longer wants (asked about again, bound, expired):
+        they are reported `dropped`, never sent."""
+        with self._lock:
+            dropped = [nudge for key, nudge in self._queue.items() if not self._owner.wanted(key)]
+            for nudge in dropped:
+                del self._queue[nudge.key]
+        for nudge in dropped:
+            self._owner.report(nudge, "dropped", "the pod is no longer waiting")
+
+    def send(self, nudge: Nudge) -> tuple[NudgeOutcome, str, Nudge]:
+        """Read the pod, then patch it, now, in the calling thread: the outcome, the API's reason and the
+        nudge as sent (its value never the one the pod held)."""
         try:
             with api_errors():
+                pod = self._read(nudge)
+                refused = _read_check(nudge, pod)
+                if refused is not None:
+                    return refused, f"the pod as read: {refused}", nudge
+                metadata = pod.get("metadata") or {}
+                current = (metadata.get("annotations") or {}).get(ANNOTATION)
+                nudge = replace(nudge, value=other_value(nudge.value, current))
                 response = self._core.patch_namespaced_pod(
-                    nudge.name, nudge.namespace, patch_body(nudge), _preload_content=False,
-                    _request_timeout=self._timeout, _content_type="application/merge-patch+json",
+                    nudge.name, nudge.namespace, patch_body(nudge, metadata.get("resourceVersion") or ""),
+                    field_manager=FIELD_MANAGER, _preload_content=False, _request_timeout=self._timeout,
+                    _content_type="application/merge-patch+json",
                 )  # fmt: skip
             finish(response)
         except ApiError as error:
-            return _classify(error), f"{error.status}: {error.message}"
+            return _classify(error), f"{error.status}: {error.message}", nudge
         except Exception as error:  # a timeout, no connection: the next change may nudge again
-            return "failed", f"{type(error).__name__}: {error}"
-        return "patched", ""
+            return "failed", f"{type(error).__name__}: {error}", nudge
+        return "patched", "", nudge
+
+    def _read(self, nudge: Nudge) -> dict[str, Any]:
+        response: Any = self._core.read_namespaced_pod(
+            nudge.name, nudge.namespace, _preload_content=False, _request_timeout=self._timeout
+        )
+        try:
+            pod: dict[str, Any] = json.loads(response.data)
+        finally:
+            response.release_conn()
+        return pod
 
     def _note(self, outcome: NudgeOutcome, reason: str) -> None:
         """Log a change of state once: the first refusal of a kind, and the return to working nudges."""
         before, self._state = self._state, outcome
-        if outcome == before or outcome in ("gone", "conflict"):
+        if outcome == before or outcome in ("gone", "conflict", "raced", "dropped"):
             if outcome != "patched":
                 log.debug("requeue nudge %s: %s", outcome, reason)
             return

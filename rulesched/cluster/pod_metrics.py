@@ -6,6 +6,10 @@ finds each sampled pod's workload among the pods the pod source knows (by namesp
 PodMetrics names its pod, not its owner), and records one poll in the store. A failed poll only means no
 new samples: the store keeps what it learnt, and polling goes on at the usual pace. While a MetricSource's
 `podUsage` answers (cluster/prometheus_pods.py), the polls give way to it and list nothing.
+
+metrics-server answers the whole list at once (it serves no `limit`/`continue` pages), so the read is
+bounded in bytes (`--pod-metrics-max-bytes`), as the Prometheus path is: a larger answer fails the poll
+while it arrives, before anything is decoded, and its connection is closed rather than read to the end.
 """
 
 from __future__ import annotations
@@ -17,12 +21,42 @@ from typing import Any
 from kubernetes.client import CustomObjectsApi
 
 from rulesched.cluster.errors import api_errors
+from rulesched.cluster.kube import discard
 from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, LoopStatus, Outcome
 from rulesched.cluster.metrics_server import describe_failure
 from rulesched.cluster.pod_metrics_wire import pod_usage
 from rulesched.cluster.usage import UsageStore, Views, record_usage
+from rulesched.settings import Settings
 
 log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BYTES: int = Settings.model_fields["pod_metrics_max_bytes"].default
+_CHUNK = 1024 * 1024
+
+
+class AnswerTooLargeError(Exception):
+    """metrics-server's PodMetricsList is larger than the bound; the message names the setting."""
+
+
+def read_bounded(response: Any, most: int) -> bytes:
+    """The body of a raw (unread) response, decompressed, at most `most` bytes; AnswerTooLargeError past that, its
+    connection closed (a half-read body cannot be reused)."""
+    declared = response.headers.get("Content-Length")
+    body = bytearray()
+    try:
+        if declared is not None and declared.isdigit() and int(declared) > most:
+            raise AnswerTooLargeError(
+                f"the PodMetricsList has {declared} bytes, more than --pod-metrics-max-bytes={most}"
+            )
+        for chunk in response.stream(_CHUNK, decode_content=True):
+            body += chunk
+            if len(body) > most:
+                raise AnswerTooLargeError(f"the PodMetricsList is larger than --pod-metrics-max-bytes={most} bytes")
+    except BaseException:
+        discard(response)
+        raise
+    response.release_conn()
+    return bytes(body)
 
 
 class PodMetricsPoller:
@@ -35,13 +69,15 @@ class PodMetricsPoller:
         views: Views,
         *,
         interval: float = 15.0,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 10.0,
+        timeouts: tuple[float, float] = (5.0, 10.0),
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
+        """`timeouts`: seconds to connect, and for each read."""
         self._custom = CustomObjectsApi(api)
+        self.max_bytes = max_bytes
         self.store = store
         self._views = views
-        self._timeout = (connect_timeout, read_timeout)
+        self._timeout = timeouts
         self.seconds: float | None = None
         """How long the last successful poll took (the list, its parsing and the store's update)."""
         self.sampled = 0
@@ -51,7 +87,7 @@ class PodMetricsPoller:
             backoff=Backoff(interval, interval),
             describe=describe_failure,
             on_change=self._log_change,
-            join_timeout=connect_timeout + read_timeout + 1.0,
+            join_timeout=sum(timeouts) + 1.0,
         )
         self.loop = BackgroundLoop(self._poll, options)
 
@@ -67,10 +103,7 @@ class PodMetricsPoller:
             response: Any = self._custom.list_cluster_custom_object(
                 "metrics.k8s.io", "v1beta1", "pods", _preload_content=False, _request_timeout=self._timeout
             )
-        try:
-            data = response.data
-        finally:
-            response.release_conn()
+        data = read_bounded(response, self.max_bytes)
         self.sampled = record_usage(self.store, pod_usage(data), self._views())
         self.seconds = time.perf_counter() - started
         return "ok"

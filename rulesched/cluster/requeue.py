@@ -88,6 +88,11 @@ class RejectedPods:
     def size(self) -> int:
         return len(self._pods)
 
+    def holds(self, key: str) -> bool:
+        """Whether the pod is still remembered (not asked about again, seen bound, expired or forgotten)."""
+        with self._lock:
+            return key in self._pods
+
     def remembered(self) -> list[tuple[str, Mapping[str, Any]]]:
         """Every remembered pod's key and pod, oldest first."""
         with self._lock:
@@ -151,8 +156,8 @@ class RejectedPods:
 
 def change_id(kind: str, parts: Sequence[object]) -> str:
     """The annotation's value for a change: its kind and a digest of what made the pod pass (the rules'
-    hash, the node's name, resourceVersion and sample time). Two replicas that saw the same change write the
-    same value, and a patch that changes nothing is no write at all for the API server."""
+    hash, the node's name, resourceVersion and sample usage). The nudge thread writes another value when the
+    pod holds this one already (`cluster.nudge.other_value`): a patch that changes nothing is no update."""
     digest = hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()[:16]
     return f"{kind}.{digest}"
 

@@ -69,7 +69,8 @@ class RequeueMetrics:
         )
         self.nudges = Counter(
             "rulesched_requeue_nudges",
-            "Nudges (annotation patches) by outcome: patched, forbidden, gone, conflict, throttled, failed",
+            "Nudges (annotation patches) by outcome: patched, forbidden, gone, conflict, raced, throttled, failed,"
+            " dropped",
             ["outcome"],
             registry=r,
         )
@@ -92,7 +93,7 @@ class Requeue:
         self.pods = RejectedPods(settings.requeue_max_pods, settings.requeue_ttl)
         self.metrics = RequeueMetrics(metrics, lambda: float(self.pods.size()))
         bucket = TokenBucket(settings.requeue_rate, settings.requeue_burst)
-        self.nudger = Nudger(api, bucket, self._report, kept=settings.requeue_max_pods)
+        self.nudger = Nudger(api, bucket, self, kept=settings.requeue_max_pods)
         self.stopped = False
         self._seen: dict[str, Hashable] = self._generations()
 
@@ -199,15 +200,19 @@ class Requeue:
 
     # -- outcomes (in the nudge thread) -----------------------------------------------------------------
 
-    def _report(self, nudge: Nudge, outcome: NudgeOutcome, reason: str) -> None:
+    def wanted(self, key: str) -> bool:
+        """A queued nudge is sent only while its pod is remembered (not asked about again, bound, expired)."""
+        return self.pods.holds(key)
+
+    def report(self, nudge: Nudge, outcome: NudgeOutcome, reason: str) -> None:
         self.metrics.nudges.labels(outcome).inc()
         delay = time.monotonic() - nudge.changed
         if outcome == "patched":
             self.metrics.delay.observe(delay)
-        elif outcome in ("gone", "conflict"):
-            self.pods.forget(nudge.key)  # deleted, or another pod now has the name
+        elif outcome in ("gone", "conflict", "dropped"):
+            self.pods.forget(nudge.key)  # deleted, another pod now has the name, or nothing left to retry
         else:
-            self.pods.retry(nudge.key)  # not sent: the next change may nudge again
+            self.pods.retry(nudge.key)  # not applied: the next change may nudge again
         fields = {
             "pod": {"namespace": nudge.namespace, "name": nudge.name, "uid": nudge.uid},
             "verb": "requeue",
