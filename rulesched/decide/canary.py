@@ -4,8 +4,10 @@ A rule can load and still be useless everywhere: a filter that reads a label no 
 and with `failurePolicy: Fail` no pod can be scheduled. The canary evaluates the book the way a call is
 evaluated (`evaluate`, the verb `explain`: the filters, then the scores of the nodes that pass) for each
 sampled pod, and names each rule that, for every sampled pod it applies to, errored on every node it was
-evaluated on, and each enforced filter that rejected every node. The server runs it before a reload replaces
-the active book (`--reload-canary`); `rulesched check --nodes` runs it offline.
+evaluated on, and each enforced filter that rejected every node. A rule that reads what a call has no data
+for (`metrics` when no node has a sample, `namespaceObject` when the pod's Namespace is unknown) is not judged
+on that call. The server runs it before a reload replaces the active book (`--reload-canary`); `rulesched
+check --nodes` runs it offline.
 
 It stops at its deadline: a pod whose call was cut short is not counted, so a rule is only named on the
 evidence of complete evaluations.
@@ -81,6 +83,8 @@ def canary(book: RuleBook, calls: Iterable[Call], deadline: float) -> Verdict:
     """The rules of `book` that cannot work, from `calls` evaluated with it (as `explain`) until `deadline`
     (a `time.monotonic()` value); a call without nodes tells nothing and is passed over."""
     plan = prepared(book)
+    reads = {(rs.name, f.name): f.reads for rs in book.rule_sets for f in rs.filters}
+    reads |= {(rs.name, s.name): s.reads for rs in book.rule_sets for s in rs.scores}
     tallies: dict[tuple[str, str], _Tally] = {}
     tried = 0
     for call in calls:
@@ -91,15 +95,23 @@ def canary(book: RuleBook, calls: Iterable[Call], deadline: float) -> Verdict:
         decision = evaluate(plan, call._replace(verb=Verb.EXPLAIN, deadline=deadline))
         if decision.deadline_exceeded:
             break
-        _count(decision, tallies)
+        absent = _absent(call)
+        _count(decision, tallies, {key for key, names in reads.items() if not names & absent})
         tried += 1
     files = {rs.name: rs.file for rs in book.rule_sets}
     found = [_finding(files[key[0]], key, tally) for key, tally in tallies.items()]
     return Verdict([f for f in found if f is not None], tried)
 
 
-def _count(decision: Decision, tallies: dict[tuple[str, str], _Tally]) -> None:
-    """Each rule's results over the nodes of one pod's decision, added to its tally."""
+def _absent(call: Call) -> frozenset[str]:
+    """The context names the call has no data for: a rule reading them may fail on every node for want of it (a
+    metrics-server not answering yet), which says nothing of the rule."""
+    absent = set() if any(node.key.usage is not None for node in call.nodes) else {"metrics"}
+    return frozenset(absent | ({"namespaceObject"} if call.namespace is None else set()))
+
+
+def _count(decision: Decision, tallies: dict[tuple[str, str], _Tally], judged: set[tuple[str, str]]) -> None:
+    """Each rule's results over the nodes of one pod's decision, added to its tally (the rules `judged` only)."""
     outcomes: dict[tuple[str, str], list[str]] = {}
     errors: dict[tuple[str, str], str] = {}
     for verdict in decision.nodes.values():
@@ -115,6 +127,8 @@ def _count(decision: Decision, tallies: dict[tuple[str, str], _Tally]) -> None:
             if score.error:
                 errors.setdefault((score.rule_set, score.rule), score.error)
     for key, kinds in outcomes.items():
+        if key not in judged:
+            continue
         tally = tallies.setdefault(key, _Tally())
         tally.applied += 1
         tally.errored += all(k == "error" for k in kinds)

@@ -95,3 +95,11 @@ def test_a_directory_without_rules_fails_unless_allowed(tmp_path: Path, capsys: 
     assert f"{tmp_path}: no rule sets; a server given these rules would let every node pass" in err
     assert main(checked(tmp_path, "--allow-empty")) == 0
     assert capsys.readouterr().out.startswith("ok: 0 rule set(s)")
+
+
+def test_a_rule_reading_metrics_is_judged_only_where_there_are_metrics(drafts: Path) -> None:
+    (drafts / "usage.yaml").write_text(rule_set("usage", "metrics.cpu.usgae < 1.0"))  # usgae: a typo
+    nodes = ["--nodes", str(EXAMPLE_NODES)]
+    assert main(checked(drafts, *nodes)) == 0, "no metrics: every rule reading them fails, which says nothing"
+    assert main(checked(drafts, *nodes, "--metrics", str(EXAMPLE_METRICS))) == 1
+    assert main(checked(RULES, *nodes)) == 0, "the founding rule's score fails where there are no metrics yet"
