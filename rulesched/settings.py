@@ -9,10 +9,20 @@ documentation: `rulesched serve --help` shows them (the flags are generated from
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BeforeValidator, Field, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+COMMA_SEPARATED = frozenset({"rules_dir"})
+"""The list settings whose environment variable separates its values with commas (the others: a JSON array)."""
+
+
+def _paths(value: object) -> object:
+    """One path (a flag given once, a string of the environment: comma-separated) as a tuple of them."""
+    if isinstance(value, str):
+        return tuple(Path(part) for part in value.split(",") if part)
+    return (value,) if isinstance(value, Path) else value
 
 
 class Settings(BaseSettings):
@@ -22,8 +32,9 @@ class Settings(BaseSettings):
         env_prefix="RULESCHED_", extra="forbid", frozen=True, use_attribute_docstrings=True
     )
 
-    rules_dir: Path = Path("rules")
-    """Directory of rule files (a mounted ConfigMap in a cluster)."""
+    rules_dir: Annotated[tuple[Path, ...], NoDecode, BeforeValidator(_paths)] = (Path("rules"),)
+    """Directory of rule files (a mounted ConfigMap in a cluster), or one rule file; repeat the flag (or separate
+    them with commas in the variable) for several, loaded together as one set of rules."""
     host: str = "127.0.0.1"
     """Address to listen on; loopback unless the extender is reached over the network (then use TLS)."""
     port: int = Field(8888, ge=0, le=65535)
@@ -85,6 +96,16 @@ class Settings(BaseSettings):
     """Seconds to wait for more changes to the rules directory before reloading."""
     reload_interval: float = Field(60.0, ge=1)
     """Seconds between re-reads of the rules directory in case a change notification was lost."""
+    reload_canary: Literal["enforce", "warn", "off"] = "enforce"
+    """Before a reload replaces the active rules, try the new ones on the pods of recent filter calls over the
+    current nodes: a rule that cannot be evaluated on any node, or a filter that rejects every node, for every pod
+    tried, keeps the last good rules (enforce) or is only logged (warn)."""
+    reload_canary_pods: int = Field(16, ge=1, le=1000)
+    """Pods of recent filter calls the reload canary tries (the latest, one per pod)."""
+    reload_canary_seconds: float = Field(2.0, gt=0, le=60)
+    """Seconds the reload canary may evaluate; it judges on the pods it tried by then."""
+    allow_empty_rules: bool = False
+    """Let a reload replace rules with none (every node then passes); without it such a reload is refused."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Log level; decision lines are info, per-node details debug."""
     log_format: Literal["json", "text"] = "json"

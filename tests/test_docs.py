@@ -7,7 +7,7 @@ Markers, each on the line before a fenced block:
   output it prints (standard output and standard error, in that order).
 - `<!-- doc-test: rules -->` before ```yaml: a complete rule file, which must load (`rulesched check`).
 - `<!-- doc-test: excerpt PATH -->`: the block's lines stand in the repository file PATH, in that order
-  (a line's trailing comment in PATH aside).
+  (a line's trailing comment, in the block or in PATH, aside).
 - `<!-- doc-test: scheduler-config -->`: a KubeSchedulerConfiguration with only fields a real scheduler reads.
 - `<!-- doc-test: ruletest-fields -->`: a RuleTest whose every field is one the RuleTest format has.
 - `<!-- doc-test: json-shape COMMAND -->`: JSON whose every key is in what `rulesched COMMAND` prints.
@@ -139,7 +139,7 @@ def test_documented_rule_files_load(block: Block, tmp_path: Path, capsys: pytest
 @pytest.mark.parametrize("block", EXCERPT_BLOCKS, ids=str)
 def test_documented_excerpts_stand_in_their_file(block: Block) -> None:
     lines = iter(line.split("  # ")[0].rstrip() for line in (REPO / block.marker).read_text().splitlines())
-    for shown in block.text.splitlines():
+    for shown in (line.split("  # ")[0].rstrip() for line in block.text.splitlines()):
         assert any(line == shown for line in lines), f"{block}: {shown!r} is not in {block.marker} (in this order)"
 
 

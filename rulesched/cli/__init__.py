@@ -7,6 +7,7 @@ script. A subcommand module imports its heavy dependencies inside `run`, so `rul
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 from collections.abc import Sequence
 
@@ -17,8 +18,17 @@ SUBCOMMANDS = (serve, check, explain, test, replay, tune, eval_command, config, 
 """In the order `rulesched --help` lists them; each `add`s its parser, which sets `run`."""
 
 
+def version() -> str:
+    """The installed rulesched's version (`unknown` when run from sources that were never installed)."""
+    try:
+        return importlib.metadata.version("rulesched")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rulesched", description="A rule-driven Kubernetes scheduler extender.")
+    parser.add_argument("--version", action="version", version=f"rulesched {version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in SUBCOMMANDS:
         command.add(commands)
@@ -26,10 +36,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; the exit status is the return value."""
-    args = build_parser().parse_args(argv)
+    """Run one command; the exit status is the return value. An argument the subcommand does not know is its
+    usage error (argparse leaves those to the top parser, whose usage says nothing of the subcommand's flags)."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        subcommand(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     status: int = args.run(args)
     return status
+
+
+def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of the subcommand `name`."""
+    for action in parser._actions:  # argparse keeps its subparsers only there
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    return parser
 
 
 def entrypoint() -> None:

@@ -50,7 +50,9 @@ def add(commands: Any) -> None:
     explain.add_argument(
         "--send-nodes", action="store_true", help="with NAMESPACE/NAME --server: send the nodes read (full mode)"
     )
-    explain.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    explain.add_argument(
+        "--output", "-o", choices=("text", "table", "json"), default="text", help="text (a table; also `table`) or json"
+    )
     explain.set_defaults(run=run)
 
 

@@ -6,12 +6,13 @@ differs, so a setting's flag, variable, default and meaning are written in one p
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal, get_args, get_origin
 
 from pydantic.fields import FieldInfo
 
 from rulesched.cli.serve import env_var, field_type, flags, shown_default
-from rulesched.settings import Settings
+from rulesched.settings import COMMA_SEPARATED, Settings
 
 INTRO = """\
 # Configuration
@@ -41,19 +42,21 @@ def _row(name: str, field: FieldInfo) -> str:
         ", ".join(f"`{flag}`" for flag in flags(name)),
         f"`{env_var(name)}`",
         "none" if field.default in (None, ()) else f"`{shown_default(field)}`",
-        values(field),
+        values(name, field),
         " ".join((field.description or "").split()),
     )
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |\n"
 
 
-def values(field: FieldInfo) -> str:
+def values(name: str, field: FieldInfo) -> str:
     """What the setting accepts: its choices, or its type and bounds."""
     kind = field_type(field)
     if get_origin(kind) is Literal:
         return ", ".join(f"`{choice}`" for choice in get_args(kind))
     if get_origin(kind) is tuple:
-        return "text, repeatable (the variable: a JSON array)"
+        item = "path" if get_args(kind)[0] is Path else "text"
+        variable = "comma-separated" if name in COMMA_SEPARATED else "a JSON array"
+        return f"{item}, repeatable (the variable: {variable})"
     bounds = [f"{sign} {getattr(m, key)}" for m in field.metadata for key, sign in _BOUNDS.items() if hasattr(m, key)]
     name = _NAMES.get(kind, "path" if getattr(kind, "__name__", "") == "Path" else str(kind))
     return " ".join([name, ", ".join(bounds)]).strip()

@@ -39,7 +39,7 @@ def flags(name: str) -> list[str]:
 
 
 def field_type(field: FieldInfo) -> Any:
-    """The field's annotation without `| None`."""
+    """The field's annotation without `| None` (and without `Annotated`'s metadata, which pydantic keeps apart)."""
     annotation = field.annotation
     if get_origin(annotation) in (Union, types.UnionType):
         kept = [a for a in get_args(annotation) if a is not type(None)]
@@ -51,11 +51,30 @@ def env_var(name: str) -> str:
     return f"{Settings.model_config.get('env_prefix', '')}{name}".upper()
 
 
+UNITS = {
+    "loop_work": "MICROSECONDS",
+    "shadow_inline_work": "MICROSECONDS",
+    "requeue_rate": "PER_SECOND",
+    "deschedule_rate": "PER_MINUTE",
+    "usage_quantile": "NUMBER",
+    "usage_fallback_factor": "NUMBER",
+}
+"""What the number of a float field that is not seconds is (the others are: `SECONDS`)."""
+
+
 def shown_default(field: FieldInfo) -> str:
-    """The field's default as a user writes it: `none`, `true`/`false`, or the value."""
-    if field.default is None or field.default == ():
+    """The field's default as a user writes it: `none`, `true`/`false`, `""`, a whole number without `.0`, a
+    list comma-separated, or the value."""
+    default = field.default
+    if default is None or default == ():
         return "none"
-    return str(field.default).lower() if isinstance(field.default, bool) else str(field.default)
+    if isinstance(default, bool):
+        return str(default).lower()
+    if isinstance(default, float) and default.is_integer():
+        return str(int(default))
+    if isinstance(default, tuple):
+        return ",".join(map(str, default))
+    return str(default) if default != "" else '""'
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -69,7 +88,7 @@ class _HelpFormatter(argparse.HelpFormatter):
         return f"{text} [default: {shown_default(field)}; env {env_var(action.dest)}]".replace("%", "%%")
 
 
-def _argument(field: FieldInfo) -> dict[str, Any]:
+def _argument(name: str, field: FieldInfo) -> dict[str, Any]:
     """How argparse reads the field: its action, type or choices."""
     kind = field_type(field)
     if kind is bool:
@@ -77,12 +96,15 @@ def _argument(field: FieldInfo) -> dict[str, Any]:
     if get_origin(kind) is Literal:
         return {"choices": get_args(kind)}
     if get_origin(kind) is tuple:  # a list of values: the flag is repeated
-        return {"action": "append", "type": str, "metavar": "TEXT"}
-    return {"type": kind if kind in (int, float, Path) else str, "metavar": _metavar(kind)}
+        item = get_args(kind)[0]
+        return {"action": "append", "type": item, "metavar": _metavar(name, item)}
+    return {"type": kind if kind in (int, float, Path) else str, "metavar": _metavar(name, kind)}
 
 
-def _metavar(kind: Any) -> str:
-    return {int: "N", float: "SECONDS", Path: "PATH"}.get(kind, "TEXT")
+def _metavar(name: str, kind: Any) -> str:
+    if kind is float:
+        return UNITS.get(name, "SECONDS")
+    return {int: "N", Path: "PATH"}.get(kind, "TEXT")
 
 
 def add(commands: Any) -> None:
@@ -94,7 +116,7 @@ def add(commands: Any) -> None:
     )
     for name, field in Settings.model_fields.items():
         serve.add_argument(
-            *flags(name), dest=name, default=argparse.SUPPRESS, help=field.description, **_argument(field)
+            *flags(name), dest=name, default=argparse.SUPPRESS, help=field.description, **_argument(name, field)
         )
     serve.set_defaults(run=run)
 

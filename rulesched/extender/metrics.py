@@ -75,6 +75,9 @@ class Metrics:
             "rulesched_reloads", "Rule reloads by result (loaded, unchanged, rejected)", ["result"], registry=r
         )
         self.generation = Gauge("rulesched_rules_generation", "Generation of the active rule book", registry=r)
+        self.rule_sets = Gauge(
+            "rulesched_rule_sets", "Rule sets in the active rule book (0: no rules, every node passes)", registry=r
+        )
         self.since_reload = Gauge(
             "rulesched_seconds_since_last_reload", "Seconds since the rules were last loaded successfully", registry=r
         )
@@ -154,6 +157,7 @@ class Metrics:
 
         store.listeners.append(on_reload)
         self.generation.set_function(lambda: store.book.generation if store.book else 0)
+        self.rule_sets.set_function(lambda: len(store.book.rule_sets) if store.book else 0)
 
         def since() -> float:
             if store.last_success is None:

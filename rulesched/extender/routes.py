@@ -63,6 +63,8 @@ async def _decide(extender: Extender, request: Request, verb: Verb) -> Response:
         decision = await extender.evaluate(book, call)
         if verb is Verb.FILTER:
             (response, passed), reserve = _filtered(args, unknown, decision), None
+            if extender.recent is not None:
+                extender.recent.seen(args.pod, contexts)
         else:
             response, passed, reserve = _prioritized(extender, args, unknown, decision)
         seconds = time.perf_counter() - started

@@ -8,7 +8,7 @@ import gc
 import logging
 import ssl
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +20,7 @@ from rulesched.cluster import Cluster, build_cluster
 from rulesched.cluster.sources import SourceError
 from rulesched.extender import audit_http
 from rulesched.extender.app import create_app
+from rulesched.extender.canary import RecentPods, ReloadCanary
 from rulesched.extender.connection import connection_protocol
 from rulesched.extender.logformat import configure_logging
 from rulesched.extender.metrics import Metrics
@@ -58,15 +59,16 @@ def build(settings: Settings) -> Parts:
     """Load the rules (all must load) and build the cluster sources and the app; nothing started yet."""
     check_tls(settings)
     engine = _engine(settings)
-    store = RuleStore([settings.rules_dir], engine)
+    store = RuleStore(settings.rules_dir, engine, allow_empty=settings.allow_empty_rules)
     metrics = Metrics()
     metrics.watch_store(store)
-    if not settings.rules_dir.is_dir():
-        raise StartupError(f"rules directory {settings.rules_dir} does not exist")
+    for path in settings.rules_dir:
+        if not path.exists():
+            raise StartupError(f"rules directory or file {path} does not exist")
     if store.reload() == "rejected":
         assert store.last_rejected is not None
         errors = "\n".join(str(e) for e in store.last_rejected.errors)
-        raise StartupError(f"the rules in {settings.rules_dir} do not load:\n{errors}")
+        raise StartupError(f"the rules in {_listed(settings.rules_dir)} do not load:\n{errors}")
     try:
         cluster = build_cluster(settings)
     except SourceError as error:
@@ -78,7 +80,8 @@ def build(settings: Settings) -> Parts:
         raise StartupError("--enable-bind needs a cluster, and none was found (give --kubeconfig or --cluster on)")
     app = create_app(settings, store, cluster, Observer(metrics))
     extender: Extender = app.state.extender
-    reloaders = [_reloader(settings, store, settings.rules_dir)]
+    _canary(settings, store, extender)
+    reloaders = [_reloader(settings, store, path) for path in settings.rules_dir]
     if settings.shadow_rules_dir is not None:
         shadow_store = RuleStore([settings.shadow_rules_dir], _engine(settings))
         extender.shadow = _shadow(settings, shadow_store, extender, metrics)
@@ -147,6 +150,19 @@ def _started(requeue: Requeue | None) -> asyncio.Task[None] | None:
     return asyncio.create_task(requeue.run(), name="requeue")
 
 
+def _listed(paths: Sequence[Path]) -> str:
+    return ", ".join(map(str, paths))
+
+
+def _canary(settings: Settings, store: RuleStore, extender: Extender) -> None:
+    """`--reload-canary`: keep the pods of recent filter calls, and try each new book on them before it is used."""
+    if settings.reload_canary == "off":
+        return
+    recent = RecentPods(settings.reload_canary_pods, keep_nodes=extender.cluster.nodes is None)
+    extender.recent = recent
+    store.vetters.append(ReloadCanary(settings, extender.cluster, recent))
+
+
 def _follow_metric_sources(store: RuleStore, cluster: Cluster) -> None:
     """Poll the book's MetricSources, and each new book's after a reload (a rejected one changes nothing)."""
     pollers = cluster.prometheus
@@ -172,7 +188,10 @@ def _engine(settings: Settings) -> Engine:
     return make_engine(settings.cel_engine, limits, activation_evaluations=settings.cel_activation_evaluations)
 
 
-def _reloader(settings: Settings, store: RuleStore, directory: Path) -> Reloader:
+def _reloader(settings: Settings, store: RuleStore, path: Path) -> Reloader:
+    """The reloader of a rules directory, or of one rules file: then its directory is watched (an editor, or a
+    ConfigMap's `..data` swap, replaces the file: a watch on the file itself would be left on the old one)."""
+    directory = path if path.is_dir() or not path.exists() else path.parent
     return Reloader(store, directory, debounce=settings.reload_debounce, interval=settings.reload_interval)
 
 
@@ -266,7 +285,7 @@ def serve(settings: Settings) -> int:
         len(book.rule_sets),
         book.generation,
         settings.cel_engine,
-        settings.rules_dir,
+        _listed(settings.rules_dir),
         settings.host,
         settings.port,
         parts.cluster.description,

@@ -25,6 +25,7 @@ from rulesched.decide.verbs import Call
 from rulesched.extender import wire, wire_full
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.body import read_body
+from rulesched.extender.canary import RecentPods
 from rulesched.extender.connection import BODY_ARRIVED
 from rulesched.extender.observe import Observer
 from rulesched.extender.recording import Recorder
@@ -79,6 +80,8 @@ class Extender:
         self.recorder: Recorder | None = None
         self.requeue: AfterFilter | None = None
         """`--requeue`: told of every filter answer (after it is sent) whether the pod may be retried later."""
+        self.recent: RecentPods | None = None
+        """`--reload-canary`: the pods of recent filter calls, which a new rule book is tried on."""
         self.last_prioritize: tuple[Mapping[str, Any], list[str]] | None = None
         """The last names-mode prioritize call's pod and candidates, which `--refresh-ahead` evaluates again."""
 

@@ -15,7 +15,9 @@ API_VERSION = "rulesched.io/v1alpha1"
 RuleSetName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")]
 RuleName = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")]
 VariableName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")]
-Expression = Annotated[str, Field(min_length=1, max_length=10_000)]
+MAX_EXPRESSION_LENGTH = 10_000
+"""Characters in one expression at most (cel-cpp's own limit is 100,000 code points)."""
+Expression = Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION_LENGTH)]
 Mode = Literal["Enforce", "Audit"]
 Flag = Annotated[bool, Field(strict=True)]
 """A YAML boolean: `true`/`false`, not the string "yes" that lax parsing would accept."""

@@ -114,7 +114,14 @@ def test_a_flag_overrides_the_environment_variable(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("RULESCHED_RULES_DIR", "from-env")
     assert (parse_serve([]).port, parse_serve([]).enable_explain) == (9000, True)
     settings = parse_serve(["--port", "9100", "--no-enable-explain", "--rules", "from-flag"])
-    assert (settings.port, settings.enable_explain, settings.rules_dir) == (9100, False, Path("from-flag"))
+    assert (settings.port, settings.enable_explain, settings.rules_dir) == (9100, False, (Path("from-flag"),))
+
+
+def test_rules_repeat_as_flags_and_separate_with_commas_in_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse_serve([]).rules_dir == (Path("rules"),)
+    monkeypatch.setenv("RULESCHED_RULES_DIR", "/etc/rules,/etc/more-rules")
+    assert parse_serve([]).rules_dir == (Path("/etc/rules"), Path("/etc/more-rules"))
+    assert parse_serve(["--rules", "a", "--rules", "b.yaml"]).rules_dir == (Path("a"), Path("b.yaml"))
 
 
 def test_without_flags_or_variables_the_models_defaults_apply() -> None:
@@ -124,8 +131,8 @@ def test_without_flags_or_variables_the_models_defaults_apply() -> None:
 @pytest.mark.parametrize(
     ("argv", "field", "value"),
     [
-        (["--rules", "r"], "rules_dir", Path("r")),
-        (["--rules-dir", "r"], "rules_dir", Path("r")),
+        (["--rules", "r"], "rules_dir", (Path("r"),)),
+        (["--rules-dir", "r"], "rules_dir", (Path("r"),)),
         (["--nodes", "n.yaml"], "nodes_file", Path("n.yaml")),
         (["--metrics-file", "m.yaml"], "metrics_file", Path("m.yaml")),
         (["--enable-bind"], "enable_bind", True),

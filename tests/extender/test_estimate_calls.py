@@ -57,7 +57,7 @@ def test_shadow_rules_and_the_recording_get_the_learnt_estimate_when_the_live_ru
     settings = shop_settings(tmp_path, shadow_rules_dir=rules_dir(tmp_path / "shadow", ESTIMATE_RULES))
     recording = tmp_path / "recording"
     settings = settings.model_copy(
-        update={"rules_dir": rules_dir(tmp_path / "live", NODE_ONLY), "record_dir": recording}
+        update={"rules_dir": (rules_dir(tmp_path / "live", NODE_ONLY),), "record_dir": recording}
     )
     batch = owned(make_pod("batch-new", "shop", None, {"cpu": "500m"}), "Job", "batch")
     with running(settings) as server, httpx.Client(base_url=server.url, timeout=10) as client:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -47,13 +48,25 @@ BROKEN_FILES: list[tuple[str, str, LoadError, str]] = [
         "apiVersion: rulesched.io/v1alpha1\nkind: RuleSet\nmetadata:\n  name: broken\nspec:\n"
         "  filters:\n  - name: f\n    expression: 'true'\n     message: misindented\n",
         LoadError(file="", message="", line=9),
-        "invalid YAML",
+        "invalid YAML at column 6: expected <block end>",
+    ),
+    (
+        "unquoted-colon-space",
+        rule_set("x", "filters:\n- name: f\n  expression: has(x.y) ? x.y : 'z'"),
+        LoadError(file="", message="", line=8),
+        "at column 32: mapping values are not allowed here; a plain (unquoted) value cannot contain ': '",
+    ),
+    (
+        "quote-never-closed",
+        rule_set("x", "filters:\n- name: f\n  expression: \"node.metadata.name == 'a'\n- name: g\n  expression: x"),
+        LoadError(file="", message="", line=8),
+        "invalid YAML at column 17: while scanning a quoted scalar, found unexpected end of stream",
     ),
     (
         "duplicate-yaml-key",
         rule_set("x", "filters:\n- name: f\n  expression: 'true'\n  expression: 'false'"),
         LoadError(file="", message="", line=9),
-        "invalid YAML: duplicate key 'expression'",
+        "invalid YAML at column 5: duplicate key 'expression'",
     ),
     (
         "document-not-a-mapping",
@@ -195,6 +208,36 @@ BROKEN_FILES: list[tuple[str, str, LoadError, str]] = [
             position=(1, 29),
         ),
         "CEL: Syntax error",
+    ),
+    (
+        "nested-deeper-than-cel-allows",
+        rule_set("x", "filters:\n- name: f\n  expression: " + "(" * 40 + "true" + ")" * 40),
+        LoadError(
+            file="",
+            message="",
+            line=8,
+            rule_set="x",
+            rule="f",
+            field="spec.filters[0].expression",
+            expression="(" * 40 + "true" + ")" * 40,
+            position=(1, 33),  # the first bracket past the limit
+        ),
+        "CEL: nested deeper than CEL allows (32 levels",
+    ),
+    (
+        "nested-deeper-than-the-checker-allows",  # cel-cpp's checker counts the list and the operator: no position
+        rule_set("x", 'filters:\n- name: f\n  expression: "' + "[" * 31 + "1" + "]" * 31 + ' == []"'),
+        LoadError(
+            file="",
+            message="",
+            line=8,
+            rule_set="x",
+            rule="f",
+            field="spec.filters[0].expression",
+            expression="[" * 31 + "1" + "]" * 31 + " == []",
+            position=(1, 31),  # the deepest bracket
+        ),
+        "CEL: nested deeper than CEL allows (32 levels",
     ),
     (
         "cel-syntax-error-on-second-line",
@@ -456,7 +499,7 @@ def test_every_problem_in_every_file_is_reported_at_once(tmp_path: Path, engine:
     )
     errors = load_errors(tmp_path, engine)
     assert [(e.file, e.line, e.rule, e.field) for e in errors] == [
-        (str(bad_yaml), 2, None, None),
+        (str(bad_yaml), 1, None, None),  # where the sequence left open begins
         (str(bad_rules), 8, "f", "spec.filters[0].expression"),
         (str(bad_rules), 9, "f", "spec.filters[0].mode"),
         (str(bad_rules), 11, "g", "spec.filters[1].expression"),
@@ -593,3 +636,15 @@ def test_error_text_names_file_line_rule_and_expression(tmp_path: Path, engine: 
     assert str(error).startswith(f"{path}:8: x/f: spec.filters[0].expression: CEL: Syntax error")
     assert str(error).endswith("in '1 +' at 1:4")
     assert error.as_dict()["position"] == [1, 4]
+
+
+def test_an_expression_of_400_kb_is_refused_at_once_with_one_error(tmp_path: Path, engine: Engine) -> None:
+    huge = " || ".join(["node.metadata.name == 'a-node-name-of-twenty'"] * 9000)
+    write_rules(tmp_path, rule_set("x", f'filters:\n- name: f\n  expression: "{huge}"'))
+    load_errors(tmp_path, engine)  # the first load imports what loading needs
+    started = time.monotonic()
+    (error,) = load_errors(tmp_path, engine)
+    assert time.monotonic() - started < 0.5
+    assert error.field == "spec.filters[0].expression"
+    assert error.expression is None
+    assert str(error).endswith(f"has {len(huge)} characters; it begins {huge[:60]!r}")

@@ -255,3 +255,39 @@ def test_one_decision_log_line_per_call_with_the_documented_fields(
     details = [r for r in caplog.records if r.name == "rulesched.decision" and r.levelno == logging.DEBUG]
     assert len(details) == 5
     assert details[0].__dict__["node"]["name"] == "k8s-master"
+
+
+def test_one_rules_file_is_served_and_reloaded(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(reject("a", "k8s-node1"))
+    (tmp_path / "other.yaml").write_text(reject("other", "k8s-master"))  # beside it, not given: never loaded
+    with running_server(settings(tmp_path / "a.yaml")) as url, httpx.Client(base_url=url) as client:
+        assert passed(client) == ["k8s-master", "k8s-node2"]
+        (tmp_path / "a.yaml").write_text(reject("a", "k8s-node2"))
+        eventually(lambda: passed(client) == ["k8s-master", "k8s-node1"])
+        assert client.get("/rules").json()["active"]["files"] == [str(tmp_path / "a.yaml")]
+
+
+def test_a_repeated_rule_set_name_is_blamed_on_the_file_that_brought_it(tmp_path: Path) -> None:
+    (tmp_path / "b.yaml").write_text(reject("same", "k8s-node1"))
+    with running_server(settings(tmp_path)) as url, httpx.Client(base_url=url) as client:
+        (tmp_path / "a-new.yaml").write_text(reject("same", "k8s-master"))  # read first: it sorts first
+        eventually(lambda: client.get("/rules").json()["lastRejected"] is not None)
+        [error] = client.get("/rules").json()["lastRejected"]["errors"]
+    assert error["file"] == str(tmp_path / "a-new.yaml")
+    assert error["message"] == f"duplicate rule set name, already defined in {tmp_path / 'b.yaml'}"
+
+
+def test_several_rules_paths_are_one_set_of_rules_each_reloaded(tmp_path: Path) -> None:
+    (tmp_path / "team-a").mkdir()
+    (tmp_path / "team-a" / "a.yaml").write_text(reject("a", "k8s-node1"))
+    (tmp_path / "b.yaml").write_text(reject("b", "k8s-master"))
+    paths = (tmp_path / "team-a", tmp_path / "b.yaml")
+    with (
+        running_server(settings(tmp_path).model_copy(update={"rules_dir": paths})) as url,
+        httpx.Client(base_url=url) as client,
+    ):
+        assert passed(client) == ["k8s-node2"]
+        (tmp_path / "b.yaml").write_text(reject("b", "k8s-node2"))
+        eventually(lambda: passed(client) == ["k8s-master"])
+        (tmp_path / "team-a" / "a.yaml").write_text(reject("a", "k8s-master"))
+        eventually(lambda: passed(client) == ["k8s-node1"])

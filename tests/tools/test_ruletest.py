@@ -177,7 +177,9 @@ def test_a_file_that_is_not_yaml_is_an_error_with_its_line(capsys: pytest.Captur
     path.write_text("apiVersion: rulesched.io/v1alpha1\nkind: RuleTest\nspec: [a, b\n")
     assert main(["test", str(tmp_path)]) == 2
     captured = capsys.readouterr()
-    assert captured.err.startswith(f"ERROR {path}:4: invalid YAML: expected ',' or ']'")
+    # where the sequence left open begins, not the end of the stream where PyYAML noticed it
+    message = "invalid YAML at column 7: while parsing a flow sequence, expected ',' or ']', but got '<stream end>'"
+    assert captured.err.startswith(f"ERROR {path}:3: {message}")
     assert captured.out == "0 passed, 0 failed, 1 error(s) in 0 RuleTest(s)\n"
 
 

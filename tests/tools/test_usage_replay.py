@@ -21,7 +21,7 @@ def test_a_recorded_estimate_is_replayed_and_written_into_the_ruletest(
 ) -> None:
     recording = tmp_path / "recording"
     settings = shop_settings(tmp_path, record_dir=recording)
-    rules = settings.rules_dir
+    [rules] = settings.rules_dir
     batch = owned(make_pod("batch-new", "shop", None, {"cpu": "500m"}), "Job", "batch")
     with running(settings) as server, httpx.Client(base_url=server.url) as client:
         answer = client.post("/filter", json={"Pod": batch, "NodeNames": ["k8s-node1", "k8s-node2"]}).json()

@@ -256,7 +256,12 @@ class CppEngine(Engine):
 
     def compile(self, source: str, variables: Sequence[VariableSource] = ()) -> Program:
         dialect.check(source)
-        checked, text = self._checked(rewritten(source))
+        try:
+            checked, text = self._checked(rewritten(source))
+        except CelCompileError as error:
+            if error.line is None and "recursion" in error.message:  # cel-cpp's own has no position (-1:-1)
+                raise dialect.nesting_error(source) from error
+            raise
         result_type = _type_name(checked.return_type())
         if variables:
             inlined = [VariableSource(v.name, rewritten(v.expression)) for v in variables]

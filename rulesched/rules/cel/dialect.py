@@ -48,9 +48,55 @@ _ONE_STRING: dict[str, Callable[[str], object]] = {
 _REGEX_METHODS = frozenset({"matches", "find", "findAll"})
 
 
+MAX_NESTING = 32
+"""How deep CEL lets an expression nest (cel-cpp's parser and checker, as Kubernetes' cel-go): each bracket,
+call argument list and operand is a level."""
+_TRIPLES = ("'''", '"""')
+
+
+def nesting_error(source: str) -> CelCompileError:
+    """The error of an expression nested too deep, at its deepest bracket."""
+    _, line, column = deepest_bracket(source)
+    text = (
+        f"nested deeper than CEL allows ({MAX_NESTING} levels: each bracket, call and operand is one): "
+        "split the expression, or name its parts with rule set variables"
+    )
+    return CelCompileError(text, line, column)
+
+
+def deepest_bracket(source: str) -> tuple[int, int, int]:
+    """How deep brackets nest in `source` (string literals aside), and the line and column (1-based) of the
+    first opening bracket at that depth, or past the limit (the first at depth `MAX_NESTING + 1`)."""
+    depth = deepest = 0
+    where, line, start, quote, index = (1, 1), 1, 0, "", 0
+    while index < len(source):
+        char = source[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif source.startswith(quote, index):
+                index, quote = index + len(quote) - 1, ""
+        elif char in "'\"":
+            quote = source[index : index + 3] if source[index : index + 3] in _TRIPLES else char
+            index += len(quote) - 1
+        elif char in "([{":
+            depth += 1
+            if depth > deepest and deepest <= MAX_NESTING:
+                deepest, where = depth, (line, index - start + 1)
+        elif char in ")]}":
+            depth -= 1
+        if char == "\n":
+            line, start = line + 1, index + 1
+        index += 1
+    return deepest, *where
+
+
 def check(source: str) -> None:
-    """Raise `CelCompileError` for the first literal argument of `source` that can never work, or a
+    """Raise `CelCompileError` for an expression nested deeper than CEL allows (before parsing it: the
+    engine's own error has no position), the first literal argument of `source` that can never work, or a
     function only one engine has."""
+    if deepest_bracket(source)[0] > MAX_NESTING:
+        raise nesting_error(source)
     tree = syntax_tree(source)
     if tree is None:
         return
