@@ -98,7 +98,8 @@ def test_a_directory_without_rules_fails_unless_allowed(tmp_path: Path, capsys: 
 
 
 def test_a_rule_reading_metrics_is_judged_only_where_there_are_metrics(drafts: Path) -> None:
-    (drafts / "usage.yaml").write_text(rule_set("usage", "metrics.cpu.usgae < 1.0"))  # usgae: a typo
+    # It type-checks, and fails wherever there is a sample: the index is 1 or more in a list of one.
+    (drafts / "usage.yaml").write_text(rule_set("usage", "[0.0][int(metrics.cpu.usage) + 1] < 1.0"))
     nodes = ["--nodes", str(EXAMPLE_NODES)]
     assert main(checked(drafts, *nodes)) == 0, "no metrics: every rule reading them fails, which says nothing"
     assert main(checked(drafts, *nodes, "--metrics", str(EXAMPLE_METRICS))) == 1
