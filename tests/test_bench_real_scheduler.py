@@ -20,7 +20,8 @@ import yaml
 
 from bench.real_burst import pod, probes
 from bench.real_cluster import DRAIN_LABEL, node_labels
-from bench.real_scheduler import expected_counts, order, paired, scheduler_config, shadow_rules
+from bench.real_components import scheduler_config
+from bench.real_scheduler import expected_counts, order, paired, shadow_rules
 from rulesched.cli import main as rulesched
 from rulesched.rules.cel import make_engine
 from rulesched.rules.loader import load_rule_book
