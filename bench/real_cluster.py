@@ -197,13 +197,13 @@ def certificates(directory: Path) -> dict[str, Path]:
     return files
 
 
-def kubeconfig(path: Path, api: str, ca: Path) -> None:
-    """A kubeconfig for the admin token, read by kube-scheduler and rulesched."""
+def kubeconfig(path: Path, api: str, ca: Path, token: str = TOKEN) -> None:
+    """A kubeconfig for `token` (the admin's unless told), read by kube-scheduler and rulesched."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "bench", "cluster": {"server": api, "certificate-authority": str(ca)}}],
-        "users": [{"name": "admin", "user": {"token": TOKEN}}],
+        "users": [{"name": "admin", "user": {"token": token}}],
         "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "admin"}}],
         "current-context": "bench",
     }

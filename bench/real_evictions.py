@@ -1,21 +1,24 @@
 """Issue #39's end-to-end check of descheduling on a real control plane: does rulesched evict only the pods that
 kube-scheduler can place elsewhere, once, from one replica?
 
-Usage: `python bench/real_evictions.py --kube-bin DIR [--etcd PATH] [--quiet 60] [--json FILE]`, where DIR holds
-`kube-apiserver`, `kube-scheduler` and `kube-controller-manager` (any release's server binaries, or built from
-source) and etcd is `etcd` on the PATH unless `--etcd` says otherwise.
+Usage: `python bench/real_evictions.py --kube-bin DIR [--etcd PATH] [--kubectl PATH] [--quiet 60]
+[--json FILE]`, where DIR holds `kube-apiserver`, `kube-scheduler` and `kube-controller-manager` (any release's
+server binaries, or built from source), etcd is `etcd` on the PATH unless `--etcd` says otherwise, and kubectl
+renders the deschedule overlay.
 
 It starts etcd and kube-apiserver (`bench/real_cluster.py`), Node objects without kubelets (one payments node,
-general nodes with 3 CPUs), two `rulesched serve --deschedule on` replicas sharing the descheduler's Lease and
-one rules directory, kube-scheduler with the first replica as its extender, and kube-controller-manager with the
-deployment, replicaset, disruption and garbage-collector controllers (`bench/real_components.py`). Under rules
-v1 the four Deployments of `bench/real_evictions_world.py` are placed (all on the payments node); then the rules
-are rewritten to v2 and the replicas reload them. It watches the pods and the `Descheduled` Events rulesched
-writes until no eviction has come for `--quiet` seconds (and the replacements are placed, or a bounded wait has
-passed), then prints the issue's table as it came out and each expectation: exactly 2 evictions (the plain
-replicas), by one replica, the replacements on general nodes, the other pods the same (uids), no further
-eviction. Exit status 0 when every expectation held, 1 when one did not or a component failed, 2 when a binary
-is missing. Loopback only, free ports, everything in one temporary directory, every process stopped on exit.
+general nodes with 3 CPUs), the deschedule overlay's ServiceAccount, RBAC and admission policies
+(`bench/real_identity.py`), two `rulesched serve --deschedule on` replicas acting as that ServiceAccount, sharing
+the descheduler's Lease and one rules directory, kube-scheduler with the first replica as its extender, and
+kube-controller-manager with the deployment, replicaset, disruption and garbage-collector controllers
+(`bench/real_components.py`). Under rules v1 the four Deployments of `bench/real_evictions_world.py` are placed
+(all on the payments node); then the rules are rewritten to v2 and the replicas reload them. It watches the pods
+and the `Descheduled` Events rulesched writes until no eviction has come for `--quiet` seconds (and the
+replacements are placed, or a bounded wait has passed), then prints the issue's table as it came out and each
+expectation: exactly 2 evictions (the plain replicas), by one replica, the replacements on general nodes, the
+other pods the same (uids), no further eviction. Exit status 0 when every expectation held, 1 when one did not
+or a component failed, 2 when a program is missing. Loopback only, free ports, everything in one temporary
+directory, every process stopped on exit.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ if __package__ in (None, ""):
 from bench import real_cluster as kube
 from bench import real_evictions_world as world
 from bench.real_components import Rig, start_controller_manager, start_scheduler
+from bench.real_identity import find_kubectl, identity
 from bench.real_scheduler import kubernetes_minor
 from bench.run import counted, free_port, reported
 
@@ -51,32 +55,31 @@ SETTLE_SECONDS = 240.0
 POLL_SECONDS = 1.0
 
 
-def replica_argv(name: str, rules: Path, cluster: kube.Cluster, port: int) -> list[str]:
+def replica_argv(name: str, rules: Path, kubeconfig: Path, port: int) -> list[str]:
     """`rulesched serve --deschedule on` for the real cluster, as replica `name` of the descheduler's Lease."""
-    return [sys.executable, "-m", "rulesched", "serve", "--rules", str(rules), "--kubeconfig", str(cluster.kubeconfig),
+    return [sys.executable, "-m", "rulesched", "serve", "--rules", str(rules), "--kubeconfig", str(kubeconfig),
             "--cluster", "on", "--deschedule", "on", "--deschedule-rate", str(world.EVICTIONS_PER_MINUTE),
             "--lease-identity", name, "--port", str(port), "--log-format", "text"]  # fmt: skip
 
 
-def start_replicas(rig: Rig, rules: Path) -> dict[str, int]:
-    """The two replicas, ready; their ports by name."""
+def start_replicas(rig: Rig, rules: Path, kubeconfig: Path) -> dict[str, int]:
+    """The two replicas, acting as `kubeconfig` says, ready; their ports by name."""
     ports = {}
     for name in REPLICAS:
         ports[name] = free_port()
-        launched = rig.processes.launch(name, replica_argv(name, rules, rig.cluster, ports[name]))
+        launched = rig.processes.launch(name, replica_argv(name, rules, kubeconfig, ports[name]))
         ready = lambda port=ports[name]: httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).is_success  # noqa: E731
         kube.wait_until(f"{name} /readyz", ready, launched)
     return ports
 
 
 def create_world(api: httpx.Client) -> None:
-    """The nodes (Ready through their status) and the namespaces of the workloads and of the Lease."""
+    """The nodes (Ready through their status) and the workloads' namespace (the overlay makes the Lease's)."""
     for name, labels, cpus in world.nodes():
         api.post("/api/v1/nodes", json=world.node(name, labels)).raise_for_status()
         merge = {"Content-Type": "application/merge-patch+json"}
         api.patch(f"/api/v1/nodes/{name}/status", json=world.node_status(name, cpus), headers=merge).raise_for_status()
-    for namespace in (world.NAMESPACE, "rulesched-system"):
-        api.post("/api/v1/namespaces", json={"metadata": {"name": namespace}}).raise_for_status()
+    api.post("/api/v1/namespaces", json={"metadata": {"name": world.NAMESPACE}}).raise_for_status()
 
 
 def pods(api: httpx.Client) -> list[world.Placed]:
@@ -140,15 +143,16 @@ def rig_of(binaries: kube.Binaries) -> Iterator[Rig]:
         yield Rig(binaries, cluster, Path(directory), processes, minor)
 
 
-def measured(binaries: kube.Binaries, quiet: float) -> tuple[world.Outcome, JSON]:
+def measured(binaries: kube.Binaries, kubectl: str, quiet: float) -> tuple[world.Outcome, JSON]:
     """The whole scenario; what happened and what ran."""
     started_at = time.monotonic()
     with rig_of(binaries) as rig, rig.cluster.client() as api:
         create_world(api)
+        extender = identity(api, rig.cluster, kubectl)
         rules = rig.directory / "rules"
         rules.mkdir()
         (rules / world.RULES_FILE).write_text(world.RULES_V1)
-        ports = start_replicas(rig, rules)
+        ports = start_replicas(rig, rules, extender.kubeconfig)
         scheduler = start_scheduler(rig, ports[REPLICAS[0]])
         start_controller_manager(rig)
         before = place(api, scheduler)
@@ -161,7 +165,7 @@ def measured(binaries: kube.Binaries, quiet: float) -> tuple[world.Outcome, JSON
         **{name: kube.version_of(getattr(binaries, attribute)) for name, attribute in
            (("kube-scheduler", "scheduler"), ("kube-apiserver", "apiserver"),
             ("kube-controller-manager", "controller_manager"), ("etcd", "etcd"))},
-        "seconds": round(time.monotonic() - started_at, 1), "quiet": quiet,
+        "seconds": round(time.monotonic() - started_at, 1), "quiet": quiet, "replicas_as": extender.user,
     }  # fmt: skip
     return outcome, about
 
@@ -176,7 +180,8 @@ def report(outcome: world.Outcome, about: JSON, quiet: float) -> tuple[str, bool
         f"Evictions (Descheduled Events): {len(outcome.evicted)}; by replica (rulesched_evictions_total): "
         f"{dict(outcome.by_replica)}; no eviction in the last {outcome.quiet_s} s.",
         f"kube-apiserver: {about['kube-apiserver']}; kube-scheduler: {about['kube-scheduler']}; "
-        f"kube-controller-manager: {about['kube-controller-manager']}; etcd: {about['etcd']}; {about['seconds']} s.",
+        f"kube-controller-manager: {about['kube-controller-manager']}; etcd: {about['etcd']}; the replicas as "
+        f"{about['replicas_as']} (deploy/overlays/deschedule's RBAC and admission policies); {about['seconds']} s.",
     ]
     return "\n".join(lines), all(held for _, held in checks)
 
@@ -186,6 +191,9 @@ def parser() -> argparse.ArgumentParser:
     found.add_argument("--kube-bin", type=Path, required=True,
                        help="directory of kube-apiserver, kube-scheduler and kube-controller-manager")  # fmt: skip
     found.add_argument("--etcd", default="etcd", help="etcd's path, or a name on the PATH (default: etcd)")
+    found.add_argument(
+        "--kubectl", default="kubectl", help="kubectl, to render the deschedule overlay (default: kubectl)"
+    )
     found.add_argument("--quiet", type=float, default=60.0, help="seconds without an eviction to end (default 60)")
     found.add_argument("--json", type=Path, help="also write the outcome here")
     return found
@@ -198,9 +206,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except kube.MissingBinariesError as error:
         print(f"real_evictions: {error}", file=sys.stderr)
         return 2
+    kubectl = find_kubectl(args.kubectl)
+    if kubectl is None:
+        print(f"real_evictions: missing: kubectl (looked for {args.kubectl!r}), to render the overlay", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: every process started is stopped too
     try:
-        outcome, about = measured(binaries, args.quiet)
+        outcome, about = measured(binaries, kubectl, args.quiet)
     except (kube.ComponentError, TimeoutError, httpx.HTTPError) as error:
         print(f"real_evictions: {error}", file=sys.stderr)
         return 1

@@ -189,15 +189,17 @@ def passed(runs: Sequence[JSON], pods: int) -> bool:
 def table(runs: Sequence[JSON], about: JSON) -> str:
     """The runs as a Markdown table, then the expected counts, the paired ratios and what ran."""
     lines = [
-        "| run | kind | pods bound | first create → all bound s | pods/s | bind rate pods/s | filter compared / "
-        "differs / dropped | prioritize compared / differs / dropped | as expected | /shadow = metric |",
-        "|---:|---|---:|---:|---:|---:|---|---|---|---|",
+        "| run | kind | pods bound (watched / listed) | watches resumed | first create → all bound s | pods/s "
+        "| bind rate pods/s | filter compared / differs / dropped | prioritize compared / differs / dropped "
+        "| as expected | /shadow = metric |",
+        "|---:|---|---:|---:|---:|---:|---:|---|---|---|---|",
     ]
     for r in runs:
         shadow = r.get("shadow")
         verbs = [_counts(shadow["counts"][verb]) for verb in VERBS] if shadow else ["", ""]
         checks = [_yes(shadow["expected"]), _yes(shadow["agree"])] if shadow else ["", ""]
-        lines.append(f"| {r['run']} | {r['kind']} | {r['bound']} | {r['all_bound_s']} | {r['pods_per_s']} "
+        lines.append(f"| {r['run']} | {r['kind']} | {r['bound']} / {r['bound_listed']} | {r['watch_resumed']} "
+                     f"| {r['all_bound_s']} | {r['pods_per_s']} "
                      f"| {r['bind_rate']} | {' | '.join(verbs)} | {' | '.join(checks)} |")  # fmt: skip
     expected = about["expected"]
     lines += [

@@ -21,6 +21,7 @@ from bench import real_evictions_world as world
 from bench.real_cluster import Binaries, Cluster, Processes
 from bench.real_components import Rig, controller_manager_argv, controller_names
 from bench.real_evictions_world import Outcome, Placed, checks
+from bench.real_identity import COLLECTIONS, Identity, extender_account, find_kubectl, rendered
 from rulesched.cli import main as rulesched
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import make_engine
@@ -125,6 +126,20 @@ def test_kube_controller_manager_runs_those_controllers_without_leader_election(
     assert "--controllers=" + ",".join(controller_names((1, 36))) in argv
     assert {"--leader-elect=false", f"--kubeconfig={tmp_path / 'kubeconfig'}", "--secure-port=10257",
             "--bind-address=127.0.0.1"} <= set(argv)  # fmt: skip
+
+
+def test_the_replicas_act_as_the_deschedule_overlays_service_account() -> None:
+    kubectl = find_kubectl("kubectl")
+    assert kubectl is not None
+    documents = rendered(kubectl)
+    kinds = [d["kind"] for d in documents]
+    assert kinds == sorted(kinds, key=list(COLLECTIONS).index)
+    assert kinds[0] == "Namespace"
+    assert {"ServiceAccount", "ClusterRole", "Role", "RoleBinding", "ValidatingAdmissionPolicy"} <= set(kinds)
+    assert extender_account(documents) == ("rulesched-system", "rulesched")
+    assert (
+        Identity("rulesched-system", "rulesched", Path("k")).user == "system:serviceaccount:rulesched-system:rulesched"
+    )
 
 
 def pod(workload: str, uid: str, node: str, terminating: bool = False) -> Placed:
