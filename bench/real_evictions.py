@@ -2,9 +2,9 @@
 kube-scheduler can place elsewhere, once, from one replica?
 
 Usage: `python bench/real_evictions.py --kube-bin DIR [--etcd PATH] [--kubectl PATH] [--quiet 60]
-[--json FILE]`, where DIR holds `kube-apiserver`, `kube-scheduler` and `kube-controller-manager` (any release's
-server binaries, or built from source), etcd is `etcd` on the PATH unless `--etcd` says otherwise, and kubectl
-renders the deschedule overlay.
+[--json FILE] [--logs DIR]`, where DIR holds `kube-apiserver`, `kube-scheduler` and `kube-controller-manager`
+(any release's server binaries, or built from source), etcd is `etcd` on the PATH unless `--etcd` says
+otherwise, and kubectl renders the deschedule overlay.
 
 It starts etcd and kube-apiserver (`bench/real_cluster.py`), Node objects without kubelets (one payments node,
 general nodes with 3 CPUs), the deschedule overlay's ServiceAccount, RBAC and admission policies
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import signal
 import sys
 import tempfile
@@ -133,20 +134,27 @@ def settle(api: httpx.Client, before: Sequence[world.Placed], quiet: float) -> t
 
 
 @contextlib.contextmanager
-def rig_of(binaries: kube.Binaries) -> Iterator[Rig]:
-    with (
-        tempfile.TemporaryDirectory(prefix="rulesched-evictions-") as directory,
-        kube.Processes(Path(directory)) as processes,
-    ):
-        minor = kubernetes_minor(binaries.scheduler)
-        cluster = kube.control_plane(binaries, Path(directory), processes, minor)
-        yield Rig(binaries, cluster, Path(directory), processes, minor)
+def rig_of(binaries: kube.Binaries, logs: Path | None) -> Iterator[Rig]:
+    """The control plane in a temporary directory; on the way out, every process stopped and, with `logs`, their
+    logs copied there (also after a failure: that is when they are wanted)."""
+    with tempfile.TemporaryDirectory(prefix="rulesched-evictions-") as directory:
+        try:
+            with kube.Processes(Path(directory)) as processes:
+                minor = kubernetes_minor(binaries.scheduler)
+                cluster = kube.control_plane(binaries, Path(directory), processes, minor)
+                yield Rig(binaries, cluster, Path(directory), processes, minor)
+        finally:
+            if logs is not None:
+                logs.mkdir(parents=True, exist_ok=True)
+                for log in Path(directory).glob("*.log"):
+                    shutil.copy2(log, logs / log.name)
 
 
-def measured(binaries: kube.Binaries, kubectl: str, quiet: float) -> tuple[world.Outcome, JSON]:
+def measured(binaries: kube.Binaries, kubectl: str, args: argparse.Namespace) -> tuple[world.Outcome, JSON]:
     """The whole scenario; what happened and what ran."""
     started_at = time.monotonic()
-    with rig_of(binaries) as rig, rig.cluster.client() as api:
+    quiet = args.quiet
+    with rig_of(binaries, args.logs) as rig, rig.cluster.client() as api:
         create_world(api)
         extender = identity(api, rig.cluster, kubectl)
         rules = rig.directory / "rules"
@@ -196,6 +204,7 @@ def parser() -> argparse.ArgumentParser:
     )
     found.add_argument("--quiet", type=float, default=60.0, help="seconds without an eviction to end (default 60)")
     found.add_argument("--json", type=Path, help="also write the outcome here")
+    found.add_argument("--logs", type=Path, help="copy every component's log into this directory at the end")
     return found
 
 
@@ -212,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: every process started is stopped too
     try:
-        outcome, about = measured(binaries, kubectl, args.quiet)
+        outcome, about = measured(binaries, kubectl, args)
     except (kube.ComponentError, TimeoutError, httpx.HTTPError) as error:
         print(f"real_evictions: {error}", file=sys.stderr)
         return 1
