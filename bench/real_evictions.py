@@ -120,14 +120,14 @@ def settle(api: httpx.Client, before: Sequence[world.Placed], quiet: float) -> t
     are placed (or `SETTLE_SECONDS` more have passed); the pods evicted and the quiet time at the end."""
     started = last = time.monotonic()
     seen: list[str] = []
-    moving = {p.uid for p in before if p.workload in {w.name for w in world.WORKLOADS if w.moves}}
+    moving = {p.uid for p in before if world.moves(p.workload)}
     while True:
         now_evicted = evicted(api)
         if now_evicted != seen:
             seen, last = now_evicted, time.monotonic()
         quiet_s = time.monotonic() - last
         live = [p for p in pods(api) if not p.terminating and p.uid not in moving]
-        replaced = len([p for p in live if p.node and p.workload in {"plain"}]) >= world.EXPECTED_EVICTIONS
+        replaced = len([p for p in live if p.node and world.moves(p.workload)]) >= world.EXPECTED_EVICTIONS
         if quiet_s >= quiet and (replaced or time.monotonic() - started > quiet + SETTLE_SECONDS):
             return seen, quiet_s
         time.sleep(POLL_SECONDS)

@@ -157,10 +157,10 @@ class Outcome:
 
 def checks(outcome: Outcome, quiet: float) -> list[tuple[str, bool]]:
     """Each expectation of the issue's table, and whether it held."""
-    moving = {p.uid for p in outcome.before if _moves(p.workload)}
-    staying = {p.uid for p in outcome.before if not _moves(p.workload)}
+    moving = {p.uid for p in outcome.before if moves(p.workload)}
+    staying = {p.uid for p in outcome.before if not moves(p.workload)}
     live = [p for p in outcome.after if not p.terminating]
-    replacements = [p for p in live if _moves(p.workload) and p.uid not in moving]
+    replacements = [p for p in live if moves(p.workload) and p.uid not in moving]
     counts = sorted(outcome.by_replica.values())
     return [
         (f"every pod placed on {PAYMENTS} under rules v1", {p.node for p in outcome.before} == {PAYMENTS}),
@@ -174,7 +174,8 @@ def checks(outcome: Outcome, quiet: float) -> list[tuple[str, bool]]:
     ]  # fmt: skip
 
 
-def _moves(name: str) -> bool:
+def moves(name: str) -> bool:
+    """Whether the workload `name` should move (its pods evicted and placed elsewhere)."""
     return any(w.moves for w in WORKLOADS if w.name == name)
 
 
