@@ -119,11 +119,11 @@ class Processes:
         self.logs = logs
         self.running: list[Launched] = []
 
-    def launch(self, name: str, argv: list[str]) -> Launched:
-        """`argv` started in a session of its own, its output to `<name>.log`."""
+    def launch(self, name: str, argv: list[str], cwd: Path | None = None) -> Launched:
+        """`argv` started in a session of its own (in `cwd`, if given), its output to `<name>.log`."""
         log = self.logs / f"{name}.log"
         with log.open("wb") as output:
-            process = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(argv, cwd=cwd, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
         self.running.append(Launched(name, process, log))
         return self.running[-1]
 

@@ -45,7 +45,7 @@ from bench import real_evictions_world as world
 from bench.real_components import Rig, start_controller_manager, start_scheduler
 from bench.real_identity import find_kubectl, identity
 from bench.real_scheduler import kubernetes_minor
-from bench.run import counted, free_port, reported
+from bench.run import ROOT, counted, free_port, reported
 
 JSON = dict[str, Any]
 REPLICAS = ("replica-a", "replica-b")
@@ -68,7 +68,8 @@ def start_replicas(rig: Rig, rules: Path, kubeconfig: Path) -> dict[str, int]:
     ports = {}
     for name in REPLICAS:
         ports[name] = free_port()
-        launched = rig.processes.launch(name, replica_argv(name, rules, kubeconfig, ports[name]))
+        # In the checkout: `python -m rulesched` runs its rulesched, wherever the script was started from.
+        launched = rig.processes.launch(name, replica_argv(name, rules, kubeconfig, ports[name]), cwd=ROOT)
         ready = lambda port=ports[name]: httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).is_success  # noqa: E731
         kube.wait_until(f"{name} /readyz", ready, launched)
     return ports
