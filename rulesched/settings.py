@@ -186,6 +186,17 @@ class Settings(BaseSettings):
     PodDisruptionBudget (429) it is tried again once this has passed, never in a loop."""
     deschedule_excluded_namespaces: tuple[str, ...] = ("kube-system",)
     """Namespaces whose pods are never evicted."""
+    deschedule_system_critical: bool = False
+    """Evict system-critical pods too (priority at least 2000000000, or a `system-` priority class); as the
+    Kubernetes descheduler's `evictSystemCriticalPods`, off by default."""
+    deschedule_local_storage: bool = False
+    """Evict pods with local storage too (emptyDir, hostPath volumes: their data is lost)."""
+    deschedule_volume_claims: bool = False
+    """Evict pods with PersistentVolumeClaims (or generic ephemeral volumes) too; whether their volumes can be
+    attached on another node is not checked."""
+    deschedule_unchecked_placement: bool = False
+    """Evict pods with inter-pod affinity or anti-affinity or topology spread constraints too: the check that
+    another node would take them covers neither (docs/guides/descheduling.md)."""
     lease_namespace: str = "rulesched-system"
     """The namespace of the Lease that elects the one replica that evicts (`--deschedule on`)."""
     lease_name: str = "rulesched-descheduler"
@@ -193,8 +204,14 @@ class Settings(BaseSettings):
     lease_identity: str = ""
     """This replica's name in the Lease; empty: the host name (the pod's name) and a random suffix."""
     lease_duration: float = Field(15.0, ge=1)
-    """Seconds a lease holder keeps it without renewing; it renews every third of it, and stops evicting once
-    this has passed since its last renewal."""
+    """Seconds another replica waits, after it last saw the lease renewed, before it takes the lease over
+    (client-go's LeaseDuration); written to the Lease rounded up to whole seconds."""
+    lease_renew_deadline: float | None = Field(None, gt=0)
+    """Seconds after its last renewal began that the holder stops evicting when it could not renew
+    (client-go's RenewDeadline); shorter than --lease-duration. Default: two thirds of it (10 of 15)."""
+    lease_retry_period: float | None = Field(None, gt=0)
+    """Seconds between two looks at the lease (client-go's RetryPeriod); shorter than the renew deadline.
+    Default: two fifteenths of --lease-duration (2 of 15)."""
     pod_metrics: Literal["auto", "on", "off"] = "auto"
     """Poll the pods' usage from metrics-server (`pods.metrics.k8s.io`) every --metrics-interval for the usage
     estimates (`estimate`, `recent.estimates`): auto (with a cluster and no --pods file), on, off
@@ -237,4 +254,14 @@ def _contradictions(s: Settings) -> list[tuple[bool, str]]:
         (s.record_max_bytes < s.record_segment_bytes, "--record-max-bytes is smaller than --record-segment-bytes: "
          "not even one segment would be kept"),
         (s.deschedule == "on" and s.cluster == "off", "--deschedule on needs a cluster, but --cluster is off"),
+        (lease_times(s) is None, "the lease's times must be --lease-duration > --lease-renew-deadline > "
+         "--lease-retry-period"),
     ]  # fmt: skip
+
+
+def lease_times(s: Settings) -> tuple[float, float, float] | None:
+    """The lease's duration, renew deadline and retry period (defaults scaled as client-go's 15, 10 and 2 s);
+    None when they are not in that order."""
+    renew = s.lease_renew_deadline if s.lease_renew_deadline is not None else s.lease_duration * 2 / 3
+    retry = s.lease_retry_period if s.lease_retry_period is not None else s.lease_duration * 2 / 15
+    return (s.lease_duration, renew, retry) if s.lease_duration > renew > retry else None

@@ -14,7 +14,8 @@ from rulesched.cluster.auditor import Auditor, AuditSources
 from rulesched.cluster.descheduler import DescheduleOptions, Descheduler
 from rulesched.cluster.eviction import ApiEvicter
 from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.lease import Elector, LeaseClient
+from rulesched.cluster.lease import Elector, LeaseClient, LeaseTimes
+from rulesched.cluster.placement_view import PlacementViews
 from rulesched.cluster.podcache import PodCache
 from rulesched.cluster.pods import PodIndex
 from rulesched.rules.cel import make_engine
@@ -24,6 +25,8 @@ from tests.kubeapi import KubeAPI, make_cache, wait_for
 
 FAST: dict[str, Any] = {"backoff_initial": 0.02, "backoff_max": 0.1, "connect_timeout": 1.0}
 LABELLED = "'filter.xy.com' in node.metadata.labels && node.metadata.labels['filter.xy.com'] == 'yes'"
+CLIENT_GO = LeaseTimes.scaled(15.0)
+"""client-go's lease times: 15 s, 10 s, 2 s."""
 POLICY = "descheduling:\n  action: Evict\n  minAgeSeconds: 0\n  maxEvictionsPerMinute: 600\n"
 
 
@@ -32,13 +35,26 @@ def rules(expression: str = LABELLED, policy: str = POLICY) -> str:
     return rule_set("xy", spec)
 
 
-def controlled(api: KubeAPI, namespace: str, name: str, node: str = "node-d", **changes: Any) -> str:
-    """A running pod on `node` owned by a ReplicaSet, created an hour ago; `changes` update its metadata."""
+def controlled(
+    api: KubeAPI,
+    namespace: str,
+    name: str,
+    node: str = "node-d",
+    *,
+    spec: Any = None,
+    status: Any = None,
+    cpu: str = "100m",
+    **meta: Any,
+) -> str:
+    """A running pod on `node` owned by a ReplicaSet, created and placed an hour ago; `meta` updates its
+    metadata, `spec` its spec and `status` its status; it requests `cpu`."""
     uid = f"uid-{namespace}-{name}"
-    api.add_pod(namespace, name, uid, node)
+    api.add_pod(namespace, name, uid, node, cpu=cpu)
     pod = api.pod_object(namespace, name)
-    hour_ago = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)
-    pod["metadata"]["creationTimestamp"] = hour_ago.strftime("%Y-%m-%dT%H:%M:%SZ")
+    hour_ago = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pod["metadata"]["creationTimestamp"] = hour_ago
+    scheduled = {"type": "PodScheduled", "status": "True", "lastTransitionTime": hour_ago}
+    pod["status"] = {"phase": "Running", "conditions": [scheduled], "startTime": hour_ago}
     owner = {
         "apiVersion": "apps/v1",
         "kind": "ReplicaSet",
@@ -47,7 +63,9 @@ def controlled(api: KubeAPI, namespace: str, name: str, node: str = "node-d", **
         "controller": True,
     }
     pod["metadata"]["ownerReferences"] = [owner]
-    pod["metadata"].update(changes)
+    pod["metadata"].update(meta)
+    pod["spec"].update(spec or {})
+    pod["status"].update(status or {})
     api.update_pod(pod)
     return uid
 
@@ -67,19 +85,26 @@ class Setting:
 
 @contextmanager
 def setting(
-    api: KubeAPI, access: KubeAccess, tmp_path: Path, text: str, options: DescheduleOptions
+    api: KubeAPI,
+    access: KubeAccess,
+    tmp_path: Path,
+    text: str,
+    options: DescheduleOptions,
+    times: LeaseTimes = CLIENT_GO,
 ) -> Iterator[Setting]:
     write_rules(tmp_path / "rules", text)
     store = RuleStore([tmp_path / "rules"], make_engine("cpp"))
     assert store.reload() == "loaded"
-    nodes, pods = make_cache(access), PodCache(access.api, PodIndex(), **FAST)
+    placements = PlacementViews()
+    nodes, pods = make_cache(access), PodCache(access.api, PodIndex(), placements, **FAST)
     nodes.start()
     pods.start()
     try:
         assert nodes.wait_ready(5)
         assert pods.wait_ready(5)
-        auditor = Auditor(store, AuditSources(nodes, pods))
-        elector = Elector(LeaseClient(access.api, "rulesched-system", "rulesched-descheduler"), "me", 15.0)
+        auditor = Auditor(store, AuditSources(nodes, pods, placements=placements))
+        lease = LeaseClient(access.api, "rulesched-system", "rulesched-descheduler")
+        elector = Elector(lease, "me", times)
         auditor.descheduler = Descheduler(options, ApiEvicter(access.api, identity="me"), elector)
         yield Setting(api, auditor, auditor.descheduler, elector)
     finally:

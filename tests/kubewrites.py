@@ -15,6 +15,8 @@ import copy
 import itertools
 import json
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +45,9 @@ class Writes:
     """Pods (namespace, name) a PodDisruptionBudget protects: their evictions answer 429."""
     refusals: dict[str, int] = field(default_factory=dict)
     """By kind ("eviction", "lease", "event"): a status to answer every such request with."""
+    stalls: dict[str, Callable[[], float]] = field(default_factory=dict)
+    """By kind ("eviction", "lease"): how many seconds each such request waits before it is served (a slow API
+    server; what it reads or writes is as of then)."""
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
 
     def refuse(self, kind: str, status: int | None) -> None:
@@ -51,6 +56,17 @@ class Writes:
                 self.refusals.pop(kind, None)
             else:
                 self.refusals[kind] = status
+
+    def stall(self, kind: str, seconds: float | Callable[[], float]) -> None:
+        """Requests of `kind` wait `seconds` (or what it answers, asked for each request) before they are served."""
+        with self.lock:
+            self.stalls[kind] = seconds if callable(seconds) else lambda: seconds
+
+    def _wait(self, kind: str) -> None:
+        with self.lock:
+            seconds = self.stalls[kind]() if kind in self.stalls else 0.0
+        if seconds:
+            time.sleep(seconds)
 
     def protect(self, namespace: str, name: str) -> None:
         with self.lock:
@@ -84,6 +100,7 @@ def _body(handler: Handler) -> Any:
 
 def get_lease(handler: Handler, query: dict[str, str], namespace: str, name: str) -> None:
     writes: Writes = handler.api.writes
+    writes._wait("lease")
     with writes.lock:
         refused = writes._refused("lease", f'leases.coordination.k8s.io "{name}"')
         lease = copy.deepcopy(writes.leases.get((namespace, name)))
@@ -141,6 +158,7 @@ def replace_lease(handler: Handler, query: dict[str, str], namespace: str, name:
 def evict_pod(handler: Handler, query: dict[str, str], namespace: str, name: str) -> None:
     writes: Writes = handler.api.writes
     eviction = _body(handler)
+    writes._wait("eviction")
     code, answer = _eviction(handler, writes, eviction, namespace, name)
     with writes.lock:
         writes.evictions.append(eviction | {"answered": code})

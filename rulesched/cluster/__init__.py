@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from rulesched.cluster.custom import CustomValues
 from rulesched.cluster.namespaces import FileNamespaceSource
+from rulesched.cluster.placement_view import PlacementViews
 from rulesched.cluster.pods import FilePodSource, NamespaceSource, PodIndex, PodSource
-from rulesched.cluster.sources import Binder, FileMetricsSource, FileNodeSource, MetricsSource, NodeSource
+from rulesched.cluster.sources import Binder, FileMetricsSource, FileNodeSource, MetricsSource, NodeSource, items_of
 from rulesched.settings import Settings
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ class Cluster:
     """The MetricSources' query pollers (configured with each rule book); None when not polling."""
     estimates: Estimates | None = None
     """The usage store `estimate` and `recent.estimates` read, and its feed (pod metrics)."""
+    placements: PlacementViews | None = None
+    """The descheduler's views of the live pods (`--deschedule` with a cluster); None otherwise."""
 
     def _sources(
         self,
@@ -96,13 +99,16 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Clu
     for path, what in ((settings.pods_file, "pods"), (settings.namespaces_file, "namespaces")):
         if path:
             parts.append(f"{what} from {path}")
+    placements = _file_placements(settings)
     if access is not None:
-        pods, namespaces = _live_pods(settings, access, pods, namespaces, parts)
+        pods, namespaces, live = _live_pods(settings, access, pods, namespaces, parts)
+        placements = placements or live
     custom, prometheus = _custom_values(settings, metrics, parts)
     from rulesched.cluster.estimates import build_estimates
 
     estimates = build_estimates(settings, access, pods, parts, prometheus)
     return Cluster(
+        placements=placements,
         nodes=nodes,
         metrics=metrics,
         binder=binder,
@@ -142,28 +148,41 @@ def _custom_values(
     return custom, None
 
 
+def _file_placements(settings: Settings) -> PlacementViews | None:
+    """The descheduler's views of the pods of `--pods` (`--deschedule dry-run` offline); None without either."""
+    if settings.pods_file is None or settings.deschedule == "off":
+        return None
+
+    placements = PlacementViews(settings.max_pods)
+    placements.replace(items_of(settings.pods_file, "PodList"))
+    return placements
+
+
 def _live_pods(
     settings: Settings,
     access: KubeAccess,
     pods: PodSource | None,
     namespaces: NamespaceSource | None,
     parts: list[str],
-) -> tuple[PodSource | None, NamespaceSource | None]:
-    """The API-backed pod and namespace caches for what no file provides, described in `parts`."""
+) -> tuple[PodSource | None, NamespaceSource | None, PlacementViews | None]:
+    """The API-backed pod and namespace caches for what no file provides, described in `parts`, and the
+    descheduler's views of the pods beside them (`--deschedule`)."""
     from rulesched.cluster.podcache import NamespaceCache, PodCache
 
+    placements = None
     if pods is None:
         index = PodIndex(
             recent_seconds=settings.recent_seconds,
             max_pods=settings.max_pods,
             max_pending=settings.max_pending_placements,
         )
-        pods = PodCache(access.api, index)
+        placements = PlacementViews(settings.max_pods) if settings.deschedule != "off" else None
+        pods = PodCache(access.api, index, placements)
         parts.append("pods from the API (list+watch)")
     if namespaces is None:
         namespaces = NamespaceCache(access.api, max_namespaces=settings.max_namespaces)
         parts.append("namespaces from the API (list+watch)")
-    return pods, namespaces
+    return pods, namespaces, placements
 
 
 def _live_sources(

@@ -26,6 +26,7 @@ from rulesched.cluster.audit import Audited, Violation, audit_node, audited_filt
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.custom import CustomValues
 from rulesched.cluster.loop import BackgroundLoop, LoopOptions, Outcome
+from rulesched.cluster.placement_view import PlacementViews
 from rulesched.cluster.pods import NamespaceSource, PodSource
 from rulesched.cluster.sources import MetricsSource, NodeSource
 from rulesched.rules.book import RuleBook
@@ -65,6 +66,8 @@ class AuditSources:
     metrics: MetricsSource | None = None
     namespaces: NamespaceSource | None = None
     custom: CustomValues | None = None
+    placements: PlacementViews | None = None
+    """The descheduler's views of the pods, read from the whole objects (`--deschedule`)."""
 
 
 class Auditor:

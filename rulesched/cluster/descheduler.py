@@ -4,10 +4,12 @@ server runs with `--deschedule dry-run` (logged and counted) or `--deschedule on
 It runs in the audit's thread, after each audit step (`Auditor.descheduler`), with the audit's own node
 contexts and plan copy. With `on`, only while this replica holds the lease (`cluster/lease.py`). For each
 pod with a violation of a filter the rule set's policy names (its first, in order), it checks, cheapest
-first: the exclusions (`deschedule_policy.exclusion`), the cool-down, the policy's action (`Report` only
-logs), both rates, and last the anti-loop rule: at least one *other* schedulable node passes the pod's
-filters now (`audit.passing_nodes`), at most `CHECKS_PER_STEP` such evaluations a step. Then it evicts
-(`eviction.ApiEvicter`), counts the answer by rule set and outcome, and writes an Event on the pod.
+first: the exclusions (`deschedule_policy.exclusion`, on the pod's placement view), the cool-down, the
+policy's action (`Report` only logs), both rates, the anti-loop rule (another node that kube-scheduler's node
+checks and the pod's filters both pass now, `deschedule_checks.elsewhere`), and last that the pod still
+violates the rule on its node now (`deschedule_checks.still_violates`), at most `CHECKS_PER_STEP` such
+evaluations a step. Then, if this replica still holds the lease, it evicts (`eviction.ApiEvicter`), counts
+the answer by rule set and outcome, and writes an Event on the pod.
 
 Each pod's state (why it stays, or the eviction's outcome) is logged once, when it changes.
 """
@@ -22,17 +24,15 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from rulesched.cluster.audit import Violation, node_names, passing_nodes, pod_of
-from rulesched.cluster.deschedule_policy import Memory, Rate, exclusion
-from rulesched.cluster.pods import NamespaceSource
+from rulesched.cluster.audit import Violation
+from rulesched.cluster.deschedule_checks import elsewhere, rules_view, still_violates
+from rulesched.cluster.deschedule_policy import Exclusions, Memory, Rate, exclusion
 from rulesched.rules.book import RuleBook
-from rulesched.rules.context import NodeContext
 from rulesched.rules.model import Descheduling
-from rulesched.rules.pod_values import namespace_name
-from rulesched.settings import Settings
+from rulesched.settings import Settings, lease_times
 
 if TYPE_CHECKING:
     from rulesched.cluster.auditor import Auditor
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("rulesched.decision")
 
 Mode = Literal["dry-run", "on"]
+View = Mapping[str, Any]
 _WAITING = frozenset({"cooling-down", "rate-limited"})
 CHECKS_PER_STEP = 4
 """Most anti-loop evaluations (the pod over every other node) one step makes."""
@@ -57,7 +58,7 @@ class DescheduleOptions:
     mode: Mode
     rate: float = 5.0
     cooldown: float = 600.0
-    excluded_namespaces: tuple[str, ...] = ("kube-system",)
+    exclusions: Exclusions = field(default_factory=Exclusions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,20 +120,32 @@ class Descheduler:
             if checks == 0 or not self.may_act():  # an eviction may take seconds: the lease may be gone since
                 break
             looked += 1
-            view = _view_of(auditor, candidate.violation)
-            if view is None:
-                continue
-            reason = self._stays(candidate, view, now)
-            if reason is None:
-                checks -= 1
-                reason = self._act(book, auditor, candidate, view, now)
-            self._state(candidate.violation, reason)
+            state, evaluated = self._look(book, auditor, candidate, now)
+            checks -= evaluated
+            if state == "rules-changed":
+                break  # the audit's next step evaluates the new book: every violation may be gone
         self._cursor = start + looked
 
-    def _stays(self, candidate: Candidate, view: Mapping[str, Any], now: datetime.datetime) -> str | None:
+    def _look(self, book: RuleBook, auditor: Auditor, candidate: Candidate, now: datetime.datetime) -> tuple[str, bool]:
+        """Act on one candidate: its state, and whether it took an evaluation (of the anti-loop rule)."""
+        violation = candidate.violation
+        view = rules_view(auditor, violation)
+        if view is None:
+            return "gone", False  # no longer on its node: nothing to log, the audit will see it
+        placements = auditor.sources.placements
+        placement = placements.get(violation.uid, violation.node) if placements is not None else None
+        reason = self._stays(candidate, placement, now)
+        evaluated = reason is None
+        if reason is None:
+            assert placement is not None  # `exclusion` keeps a pod without one
+            reason = self._act(book, auditor, candidate, (view, placement), now)
+        self._state(violation, reason)
+        return reason, evaluated
+
+    def _stays(self, candidate: Candidate, placement: Mapping[str, Any] | None, now: datetime.datetime) -> str | None:
         """Why the pod stays before any evaluation (None: go on to the anti-loop check)."""
         violation, policy = candidate.violation, candidate.policy
-        reason = exclusion(view, policy, self.options.excluded_namespaces, now)
+        reason = exclusion(placement, policy, self.options.exclusions, now)
         if reason is not None:
             return reason
         tried = self._tried.get(violation.uid)
@@ -147,26 +160,39 @@ class Descheduler:
         return None
 
     def _act(
-        self, book: RuleBook, auditor: Auditor, candidate: Candidate, view: Mapping[str, Any], now: datetime.datetime
+        self, book: RuleBook, auditor: Auditor, candidate: Candidate, views: tuple[View, View], now: datetime.datetime
     ) -> str:
+        """The anti-loop check, the check that the pod still violates the rule now, then the eviction."""
         violation = candidate.violation
-        others = _other_nodes(auditor, violation.node)
-        namespace = _namespace(auditor.sources.namespaces, view)
-        if not passing_nodes(book, pod_of(view), others, namespace=namespace, now=now):
+        if not elsewhere(auditor, book, *views, violation.node, now):
             return "nowhere-else"
+        fresh = still_violates(auditor, book, violation, now)
+        if fresh is not None:
+            return fresh
+        if self.options.mode == "dry-run" or self.evicter is None:
+            self._take(violation)
+            self._count(violation.rule_set, "dry-run")
+            return "dry-run"
+        return self._evict(self.evicter, violation)
+
+    def _take(self, violation: Violation) -> None:
+        """Take both rates' tokens and start the pod's cool-down."""
         self._rate.take()
         self._rates[violation.rule_set].take()
         self._tried.put(violation.uid, self._clock())
-        if self.options.mode == "dry-run" or self.evicter is None:
-            self._count(violation.rule_set, "dry-run")
-            return "dry-run"
-        answer = self.evicter.evict(violation.namespace, violation.pod, violation.uid)
+
+    def _evict(self, evicter: ApiEvicter, violation: Violation) -> str:
+        """Evict the pod if this replica still holds the lease, checked right before the POST (whose timeout
+        ends with the lease's hold); write the Event."""
+        left = self.elector.left() if self.elector is not None else 0.0
+        if left <= 0.0:
+            return "lease-lost"
+        self._take(violation)
+        answer = evicter.evict(violation.namespace, violation.pod, violation.uid, timeout=left)
         self._count(violation.rule_set, answer.outcome)
         if answer.outcome == "evicted":
             why = f"evicted by rulesched from {violation.node}: rule {violation.rule_set}/{violation.rule}: "
-            failed = self.evicter.record_event(
-                violation.namespace, violation.pod, violation.uid, why + violation.message
-            )
+            failed = evicter.record_event(violation.namespace, violation.pod, violation.uid, why + violation.message)
             if failed:
                 log.warning("the Event of the eviction of %s/%s was not written: %s", *_pod(violation), failed)
         return answer.outcome if not answer.message else f"{answer.outcome}: {answer.message}"
@@ -196,21 +222,27 @@ def build_descheduler(settings: Settings, access: KubeAccess | None) -> Deschedu
     """The descheduler `settings` ask for: none (`off`), dry-run, or evicting through `access` with a lease."""
     if settings.deschedule == "off":
         return None
-    options = DescheduleOptions(
-        settings.deschedule,
-        settings.deschedule_rate,
-        settings.deschedule_cooldown,
+    exclusions = Exclusions(
         settings.deschedule_excluded_namespaces,
+        system_critical=settings.deschedule_system_critical,
+        local_storage=settings.deschedule_local_storage,
+        claims=settings.deschedule_volume_claims,
+        unchecked_placement=settings.deschedule_unchecked_placement,
     )
+    options = DescheduleOptions(settings.deschedule, settings.deschedule_rate, settings.deschedule_cooldown, exclusions)
     if settings.deschedule == "dry-run" or access is None:
         return Descheduler(options)
     # Imported only when evicting: the kubernetes client is heavy, and only a cluster needs it.
     from rulesched.cluster.eviction import ApiEvicter
-    from rulesched.cluster.lease import Elector, LeaseClient
+    from rulesched.cluster.lease import Elector, LeaseClient, LeaseTimes
 
     identity = settings.lease_identity or f"{socket.gethostname()}_{secrets.token_hex(4)}"
-    lease = LeaseClient(access.api, settings.lease_namespace, settings.lease_name)
-    elector = Elector(lease, identity, settings.lease_duration)
+    times = LeaseTimes(*(lease_times(settings) or ()))
+    # A renewal that answers after the renew deadline is of no use: it may take no longer.
+    lease = LeaseClient(
+        access.api, settings.lease_namespace, settings.lease_name, timeout=min(5.0, times.renew_deadline)
+    )
+    elector = Elector(lease, identity, times)
     return Descheduler(options, ApiEvicter(access.api, identity=identity), elector)
 
 
@@ -225,29 +257,6 @@ def candidates(book: RuleBook, violations: Sequence[Violation]) -> list[Candidat
         if not policy.filters or violation.rule in policy.filters:
             found[violation.uid] = Candidate(violation, policy)
     return list(found.values())
-
-
-def _view_of(auditor: Auditor, violation: Violation) -> Mapping[str, Any] | None:
-    """The pod cache's view of the violating pod, if it is still on its node."""
-    for view in auditor.sources.pods.node_pods(violation.node, None).pods:
-        if (view.get("metadata") or {}).get("uid") == violation.uid:
-            return view
-    return None
-
-
-def _other_nodes(auditor: Auditor, node: str) -> list[NodeContext]:
-    """The contexts of every schedulable node but `node`."""
-    source = auditor.sources.nodes
-    found = []
-    for name in node_names(source):
-        obj = source.get(name) if name != node else None
-        if obj is not None and not (obj.get("spec") or {}).get("unschedulable"):
-            found.append(auditor.contexts.context(obj, name))
-    return found
-
-
-def _namespace(namespaces: NamespaceSource | None, view: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    return namespaces.get(namespace_name(view)) if namespaces is not None else None
 
 
 def _pod(violation: Violation) -> tuple[str, str]:

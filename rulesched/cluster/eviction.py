@@ -46,8 +46,8 @@ class ApiEvicter:
         self._identity = identity
         self._timeout = timeout
 
-    def evict(self, namespace: str, name: str, uid: str) -> Answer:
-        """Ask the API to evict the pod; blocks up to `timeout`."""
+    def evict(self, namespace: str, name: str, uid: str, *, timeout: float | None = None) -> Answer:
+        """Ask the API to evict the pod; blocks up to `timeout` (at most the evicter's own)."""
         body = V1Eviction(
             api_version="policy/v1",
             kind="Eviction",
@@ -57,7 +57,7 @@ class ApiEvicter:
         try:
             with api_errors():
                 response = self._core.create_namespaced_pod_eviction(
-                    name, namespace, body, _preload_content=False, _request_timeout=self._timeout
+                    name, namespace, body, _preload_content=False, _request_timeout=min(self._timeout, timeout or 1e9)
                 )
             finish(response)
         except ApiError as error:

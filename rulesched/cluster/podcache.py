@@ -2,7 +2,8 @@
 
 `PodCache` keeps the assigned, non-terminal pods of the cluster (kube-scheduler's informer selects
 `status.phase!=Succeeded,status.phase!=Failed`; this cache also selects `spec.nodeName!=`, since only
-assigned pods count on a node) in a `PodIndex`, as trimmed views. `NamespaceCache` keeps every
+assigned pods count on a node) in a `PodIndex`, as trimmed views, and with `--deschedule` the descheduler's
+views of them (`placement_view.PlacementViews`). `NamespaceCache` keeps every
 Namespace trimmed to what `namespaceObject` shows. Both reuse `NodeCache`'s thread: paged list, watch
 with bookmarks, a 410 answered by a relist that replaces the view in one swap, capped backoff while the
 API is away (readers keep the last view).
@@ -18,6 +19,7 @@ from typing import Any
 from rulesched.cluster.loop import BackgroundLoop, LoopStatus
 from rulesched.cluster.namespaces import namespaces_by_name
 from rulesched.cluster.nodecache import NodeCache, NodeCacheOptions
+from rulesched.cluster.placement_view import PlacementViews
 from rulesched.cluster.pods import PodIndex
 from rulesched.rules.pod_values import namespace_view
 
@@ -81,19 +83,25 @@ class PodCache(_ListWatchCache):
 
     what = "pods"
 
-    def __init__(self, api: Any, index: PodIndex, **options: Any) -> None:
+    def __init__(self, api: Any, index: PodIndex, placements: PlacementViews | None = None, **options: Any) -> None:
         super().__init__(api, **options)
         self.index = index
+        self.placements = placements
+        """The descheduler's views of the same pods (`--deschedule`), kept beside the rules' views."""
 
     def _call(self, **kwargs: Any) -> Any:
         return self._core.list_pod_for_all_namespaces(field_selector=POD_SELECTOR, **kwargs)
 
     def _store(self, items: Iterable[Mapping[str, Any]]) -> int:
         self.index.replace(items)
+        if self.placements is not None:
+            self.placements.replace(items)
         return self.index.size()
 
     def _event(self, kind: str, obj: Mapping[str, Any]) -> None:
         self.index.apply(kind, obj)
+        if self.placements is not None:
+            self.placements.apply(kind, obj)
 
     # -- PodSource, by the index --------------------------------------------------------------------------
 

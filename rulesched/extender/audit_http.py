@@ -37,7 +37,9 @@ def build_auditor(settings: Settings, store: RuleStore, cluster: Cluster) -> Aud
     """The continuous audit over the server's sources; None without a node source and a pod source."""
     if cluster.nodes is None or cluster.pods is None:
         return None
-    sources = AuditSources(cluster.nodes, cluster.pods, cluster.metrics, cluster.namespaces, cluster.custom)
+    sources = AuditSources(
+        cluster.nodes, cluster.pods, cluster.metrics, cluster.namespaces, cluster.custom, cluster.placements
+    )
     pace = AuditPace(settings.audit_interval, settings.audit_nodes_per_step, settings.audit_max_violations)
     auditor = Auditor(store, sources, pace)
     auditor.descheduler = build_descheduler(settings, cluster.access)

@@ -114,6 +114,16 @@ def test_cluster_auto_with_a_nodes_file_uses_the_files_only(
     )
 
 
+@pytest.mark.parametrize(("deschedule", "kept"), [("off", None), ("dry-run", 5)])
+def test_the_descheduler_has_placement_views_of_the_pods_file(
+    nowhere: KubeEnvironment, built: list[Cluster], deschedule: str, kept: int | None
+) -> None:
+    pods = EXAMPLES / "cluster" / "pods.yaml"
+    config = Settings(cluster="off", nodes_file=NODES_FILE, pods_file=pods, deschedule=deschedule)
+    cluster = build(built, config, nowhere)
+    assert (len(cluster.placements) if cluster.placements is not None else None) == kept
+
+
 def test_cluster_on_with_a_nodes_file_takes_metrics_and_binding_from_the_api(
     api: KubeAPI, kubeconfig: Path, nowhere: KubeEnvironment, built: list[Cluster]
 ) -> None:

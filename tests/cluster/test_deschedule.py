@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from rulesched.cluster.deschedule_policy import Exclusions
 from rulesched.cluster.descheduler import DescheduleOptions
 from rulesched.cluster.kube import KubeAccess
 from rulesched.rules.cel import make_engine
@@ -53,24 +54,58 @@ def owned_by(kind: str, controller: bool = True) -> dict[str, Any]:
     return {"ownerReferences": [{"kind": kind, "name": "owner", "uid": "owner", "controller": controller}]}
 
 
-EXCLUDED: dict[str, tuple[dict[str, Any], str]] = {
-    "daemonset": (owned_by("DaemonSet"), "fx-alpha"),
-    "mirror-pod": ({"annotations": {"kubernetes.io/config.mirror": "abc"}}, "fx-alpha"),
-    "static-pod": (owned_by("Node"), "fx-alpha"),
-    "opted-out": ({"annotations": {"rulesched.io/deschedule": "false"}}, "fx-alpha"),
-    "excluded-namespace": ({}, "kube-system"),
-    "too-young": ({"creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, "fx-alpha"),
-    "no-controller": (owned_by("ReplicaSet", controller=False), "fx-alpha"),
+NOW = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+CLAIM = {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
+EPHEMERAL = {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}
+ANTI_AFFINITY = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}}
+SPREAD = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
+Case = tuple[dict[str, Any], str, dict[str, Any], dict[str, Any]]
+"""A pod's metadata changes, its namespace, its spec changes and its status changes."""
+EXCLUDED: dict[str, Case] = {
+    "daemonset": (owned_by("DaemonSet"), "fx-alpha", {}, {}),
+    "mirror-pod": ({"annotations": {"kubernetes.io/config.mirror": "abc"}}, "fx-alpha", {}, {}),
+    "static-pod": (owned_by("Node"), "fx-alpha", {}, {}),
+    "opted-out": ({"annotations": {"rulesched.io/deschedule": "false"}}, "fx-alpha", {}, {}),
+    "excluded-namespace": ({}, "kube-system", {}, {}),
+    "too-young": (
+        {},
+        "fx-alpha",
+        {},
+        {"conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": NOW}]},
+    ),
+    "too-young-started": ({}, "fx-alpha", {}, {"conditions": [], "startTime": NOW}),
+    "never-placed": ({}, "fx-alpha", {}, {"conditions": [], "startTime": None}),
+    "no-controller": (owned_by("ReplicaSet", controller=False), "fx-alpha", {}, {}),
+    "terminating": ({"deletionTimestamp": NOW}, "fx-alpha", {}, {}),
+    "system-critical": ({}, "fx-alpha", {"priority": 2_000_000_000}, {}),
+    "system-critical-class": ({}, "fx-alpha", {"priorityClassName": "system-node-critical"}, {}),
+    "empty-dir": ({}, "fx-alpha", {"volumes": [{"name": "tmp", "emptyDir": {}}]}, {}),
+    "host-path": ({}, "fx-alpha", {"volumes": [{"name": "logs", "hostPath": {"path": "/var/log"}}]}, {}),
+    "claim": ({}, "fx-alpha", {"volumes": [CLAIM]}, {}),
+    "ephemeral": ({}, "fx-alpha", {"volumes": [EPHEMERAL]}, {}),
+    "anti-affinity": ({}, "fx-alpha", {"affinity": ANTI_AFFINITY}, {}),
+    "topology-spread": ({}, "fx-alpha", {"topologySpreadConstraints": SPREAD}, {}),
 }
-REASONS = {"static-pod": "mirror-pod"}
+REASONS = {
+    "static-pod": "mirror-pod",
+    "too-young-started": "too-young",
+    "never-placed": "too-young",
+    "system-critical-class": "system-critical",
+    "empty-dir": "local-storage",
+    "host-path": "local-storage",
+    "claim": "persistent-volume-claim",
+    "ephemeral": "persistent-volume-claim",
+    "anti-affinity": "unchecked-placement",
+    "topology-spread": "unchecked-placement",
+}
 
 
 @pytest.mark.parametrize("case", EXCLUDED)
 def test_excluded_pods_stay(
     api: KubeAPI, access: KubeAccess, tmp_path: Path, caplog: pytest.LogCaptureFixture, case: str
 ) -> None:
-    changes, namespace = EXCLUDED[case]
-    controlled(api, namespace, "pod-x", **changes)
+    changes, namespace, spec, status = EXCLUDED[case]
+    controlled(api, namespace, "pod-x", spec=spec, status=status, **changes)
     caplog.set_level(logging.INFO, logger="rulesched.decision")
     with setting(
         api, access, tmp_path, rules(policy=POLICY.replace("minAgeSeconds: 0", "minAgeSeconds: 600")), ON
@@ -79,6 +114,50 @@ def test_excluded_pods_stay(
         found.steps()
     assert api.writes.evictions == []
     assert states(caplog, "pod-x") == [REASONS.get(case, case)]
+
+
+ALLOWED: dict[str, tuple[str, Exclusions]] = {
+    "system-critical": ("system-critical", Exclusions(system_critical=True)),
+    "empty-dir": ("local-storage", Exclusions(local_storage=True)),
+    "host-path": ("local-storage", Exclusions(local_storage=True)),
+    "claim": ("persistent-volume-claim", Exclusions(claims=True)),
+    "ephemeral": ("persistent-volume-claim", Exclusions(claims=True)),
+    "anti-affinity": ("unchecked-placement", Exclusions(unchecked_placement=True)),
+    "topology-spread": ("unchecked-placement", Exclusions(unchecked_placement=True)),
+}
+
+
+@pytest.mark.parametrize("case", ALLOWED)
+def test_a_setting_allows_what_is_excluded_by_default(
+    api: KubeAPI, access: KubeAccess, tmp_path: Path, case: str
+) -> None:
+    changes, namespace, spec, status = EXCLUDED[case]
+    controlled(api, namespace, "pod-x", spec=spec, status=status, **changes)
+    options = DescheduleOptions("on", rate=600.0, cooldown=600.0, exclusions=ALLOWED[case][1])
+    with setting(api, access, tmp_path, rules(), options) as found:
+        pods_seen(found, "pod-x")
+        found.steps()
+    assert api.writes.evicted() == ["fx-alpha/pod-x"]
+
+
+def test_the_opt_out_after_twenty_annotations_of_a_kilobyte_is_read(
+    api: KubeAPI, access: KubeAccess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The rules' view keeps at most 16 KiB of labels and annotations: the opt-out sorts after these and is cut
+    off there, yet the descheduler reads it from the whole pod."""
+    bulky = {f"a{i:02d}.xy.com/note": "x" * 1000 for i in range(20)}
+    controlled(api, "fx-alpha", "opted", annotations=bulky | {"rulesched.io/deschedule": "false"})
+    controlled(api, "fx-alpha", "plain", annotations=bulky)
+    caplog.set_level(logging.INFO, logger="rulesched.decision")
+    with setting(api, access, tmp_path, rules(), ON) as found:
+        pods_seen(found, "opted", "plain")
+        view = next(
+            p for p in found.auditor.sources.pods.node_pods("node-d", None).pods if p["metadata"]["name"] == "opted"
+        )
+        assert "rulesched.io/deschedule" not in view["metadata"]["annotations"], "the rules' view cuts it off"
+        found.steps()
+    assert api.writes.evicted() == ["fx-alpha/plain"]
+    assert states(caplog, "opted") == ["opted-out"]
 
 
 def test_bare_pods_stay(api: KubeAPI, access: KubeAccess, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
