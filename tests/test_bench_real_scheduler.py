@@ -141,7 +141,7 @@ def test_runs_alternate_abba_and_each_pair_gives_one_ratio() -> None:
 def test_the_table_says_how_many_pods_the_watches_and_the_final_list_saw_bound() -> None:
     run = {"run": 1, "kind": "A", "bound": 298, "bound_listed": 300, "watch_resumed": 3, "all_bound_s": 2.0,
            "pods_per_s": 150.0, "bind_rate": 160.0}  # fmt: skip
-    ratio = {"ratios": [], "mean": None, "standard_error": None}
+    ratio: dict[str, Any] = {"ratios": [], "mean": None, "standard_error": None}
     about = {"expected": expected_counts(300), "pods": 300, "pods_per_s": ratio, "bind_rate": ratio, "nodes": 50,
              "kube-scheduler": "Kubernetes v1.36.2", "config": "kubescheduler.config.k8s.io/v1", "seconds": 10.0,
              "kube-apiserver": "Kubernetes v1.36.2", "etcd": "etcd Version: 3.4.23"}  # fmt: skip
