@@ -1,5 +1,7 @@
 """One burst of pods through a real kube-scheduler, for `bench/real_scheduler.py`: the pods created, when each
-was bound (a pod watch opened before the first create), and the pods deleted again afterwards.
+was bound (a pod list and the watches after it, opened before the first create and resumed whenever
+kube-apiserver ends one: `bench/real_watch.py`), how many the API lists bound at the end, and the pods deleted
+again afterwards.
 
 The pods are alike but for every `PROBE_EVERY`-th, labelled `PROBE_LABEL`, which the shadow book's own filter
 keeps off the drained nodes: so the shadow's filter answers differ for exactly those pods.
@@ -13,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
-import orjson
 
 from bench.real_cluster import Cluster
+from bench.real_watch import Followed, Selection, WatchError, follow
 
 JSON = dict[str, Any]
 PROBE_EVERY = 5
@@ -44,34 +46,43 @@ def pod(index: int) -> JSON:
 
 
 class Bindings(threading.Thread):
-    """When each pod of a namespace was first seen with a node, from one pod watch."""
+    """When each pod of a namespace was first seen with a node, from a list and the watches after it
+    (`bench/real_watch.py`: a watch kube-apiserver ends is resumed)."""
 
     def __init__(self, cluster: Cluster, namespace: str, pods: int) -> None:
         super().__init__(name=f"watch {namespace}", daemon=True)
-        self.cluster, self.path, self.pods = cluster, f"/api/v1/namespaces/{namespace}/pods", pods
+        self.cluster, self.pods = cluster, pods
+        self.selection = Selection(f"/api/v1/namespaces/{namespace}/pods", {})
         self.bound: dict[str, float] = {}
-        self.opened, self.all_bound = threading.Event(), threading.Event()
+        self.all_bound = threading.Event()
+        self.followed = Followed()
         self.error = ""
-        """Why the watch ended before every pod was bound (the API went away: the run is being stopped)."""
+        """Why the following ended before every pod was bound (the API answered an error)."""
 
     def run(self) -> None:
         try:
-            self.watch()
-        except httpx.HTTPError as error:
+            with self.cluster.client() as api:
+                follow(api, self.selection, self.seen, time.monotonic() + BIND_SECONDS, self.followed)
+        except (httpx.HTTPError, WatchError) as error:
             self.error = f"the pod watch ended: {error}"
+        finally:
+            self.followed.opened.set()  # also when the first list failed: the caller need not wait
 
-    def watch(self) -> None:
-        params = {"watch": "1", "resourceVersion": "0", "timeoutSeconds": str(int(BIND_SECONDS))}
-        timeout = httpx.Timeout(10.0, read=BIND_SECONDS + 30)
-        with self.cluster.client() as api, api.stream("GET", self.path, params=params, timeout=timeout) as response:
-            self.opened.set()
-            for line in response.iter_lines():
-                event = orjson.loads(line) if line else None
-                if event and event["type"] in ("ADDED", "MODIFIED") and event["object"]["spec"].get("nodeName"):
-                    self.bound.setdefault(event["object"]["metadata"]["name"], time.monotonic())
-                    if len(self.bound) >= self.pods:
-                        self.all_bound.set()
-                        return
+    def seen(self, kind: str, found: JSON) -> bool:
+        """Note the pod's first bind; True once every pod is bound."""
+        if kind in ("ADDED", "MODIFIED") and found["spec"].get("nodeName"):
+            self.bound.setdefault(found["metadata"]["name"], time.monotonic())
+            if len(self.bound) >= self.pods:
+                self.all_bound.set()
+                return True
+        return False
+
+
+def bound_now(cluster: Cluster, namespace: str) -> int:
+    """How many pods of `namespace` the API says are bound (a list: the check on what the watches saw)."""
+    with cluster.client() as api:
+        listed = api.get(f"/api/v1/namespaces/{namespace}/pods", timeout=30).raise_for_status().json()["items"]
+    return sum(1 for found in listed if found["spec"].get("nodeName"))
 
 
 def burst(cluster: Cluster, namespace: str, pods: int) -> JSON:
@@ -82,7 +93,7 @@ def burst(cluster: Cluster, namespace: str, pods: int) -> JSON:
         api.post("/api/v1/namespaces", json={"metadata": {"name": namespace}}).raise_for_status()
         watch = Bindings(cluster, namespace, pods)
         watch.start()
-        if not watch.opened.wait(30):
+        if not watch.followed.opened.wait(30):
             raise TimeoutError(f"the pod watch of {namespace} did not open in 30 s")
         started_at = time.monotonic()
         with ThreadPoolExecutor(CREATORS) as creators:
@@ -91,12 +102,17 @@ def burst(cluster: Cluster, namespace: str, pods: int) -> JSON:
                 created.raise_for_status()
         created_s = time.monotonic() - started_at
         watch.all_bound.wait(BIND_SECONDS)
+        watch.followed.stopping.set()
+    listed = bound_now(cluster, namespace)
     times = sorted(watch.bound.values())
     last = times[-1] if times else time.monotonic()
     return {
         "namespace": namespace,
         "bound": len(times),
         "all_bound": len(times) == pods,
+        "bound_listed": listed,
+        "watch_resumed": watch.followed.resumed,
+        "watch_listed": watch.followed.listed,
         "created_s": round(created_s, 3),
         "all_bound_s": round(last - started_at, 3),
         "pods_per_s": round(len(times) / (last - started_at), 1),

@@ -43,8 +43,9 @@ UNLABELLED_SHARE = 10
 DRAIN_LABEL = "drain.xy.com"
 """On one node in `UNLABELLED_SHARE` (the first ones): the shadow-only filter keeps probe pods off them."""
 HOW_TO_GET = (
-    "kube-apiserver and kube-scheduler are in any Kubernetes release's server binaries (kubernetes-server-linux-"
-    "<arch>.tar.gz, kubernetes/server/bin/) or built from source (`make WHAT='cmd/kube-apiserver cmd/kube-scheduler'`);"
+    "kube-apiserver, kube-scheduler and kube-controller-manager are in any Kubernetes release's server binaries "
+    "(kubernetes-server-linux-<arch>.tar.gz, kubernetes/server/bin/) or built from source "
+    "(`make WHAT='cmd/kube-apiserver cmd/kube-scheduler cmd/kube-controller-manager'`);"
     " etcd from its release or a distribution package (Debian: etcd-server), or give its path with --etcd"
 )
 
@@ -64,19 +65,24 @@ class Binaries:
     apiserver: Path
     scheduler: Path
     etcd: Path
+    controller_manager: Path | None = None
+    """Only for the scripts that run controllers (`found(..., controllers=True)`)."""
 
     @classmethod
-    def found(cls, kube_bin: Path, etcd: str) -> Binaries:
-        """The binaries in `kube_bin` and `etcd` (a path, or a name looked up on PATH); raises
-        `MissingBinariesError` naming every one that is not an executable file, and how to get them."""
-        wanted = {"kube-apiserver": kube_bin / "kube-apiserver", "kube-scheduler": kube_bin / "kube-scheduler"}
+    def found(cls, kube_bin: Path, etcd: str, controllers: bool = False) -> Binaries:
+        """The binaries in `kube_bin` (with `controllers`, kube-controller-manager too) and `etcd` (a path, or a
+        name looked up on PATH); raises `MissingBinariesError` naming every one that is not an executable file,
+        and how to get them."""
+        names = ("kube-apiserver", "kube-scheduler", *(("kube-controller-manager",) if controllers else ()))
+        wanted = {name: kube_bin / name for name in names}
         etcd_path = shutil.which(etcd)
         missing = [f"{name} (looked for {path})" for name, path in wanted.items() if not os.access(path, os.X_OK)]
         if etcd_path is None:
             missing.append(f"etcd (looked for {etcd!r}{' on PATH' if os.sep not in etcd else ''})")
         if missing:
             raise MissingBinariesError(f"missing: {'; '.join(missing)}.\n{HOW_TO_GET}")
-        return cls(wanted["kube-apiserver"], wanted["kube-scheduler"], Path(etcd_path or etcd))
+        manager = wanted.get("kube-controller-manager")
+        return cls(wanted["kube-apiserver"], wanted["kube-scheduler"], Path(etcd_path or etcd), manager)
 
 
 def version_of(program: Path) -> str:
@@ -113,11 +119,11 @@ class Processes:
         self.logs = logs
         self.running: list[Launched] = []
 
-    def launch(self, name: str, argv: list[str]) -> Launched:
-        """`argv` started in a session of its own, its output to `<name>.log`."""
+    def launch(self, name: str, argv: list[str], cwd: Path | None = None) -> Launched:
+        """`argv` started in a session of its own (in `cwd`, if given), its output to `<name>.log`."""
         log = self.logs / f"{name}.log"
         with log.open("wb") as output:
-            process = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(argv, cwd=cwd, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
         self.running.append(Launched(name, process, log))
         return self.running[-1]
 
@@ -191,13 +197,13 @@ def certificates(directory: Path) -> dict[str, Path]:
     return files
 
 
-def kubeconfig(path: Path, api: str, ca: Path) -> None:
-    """A kubeconfig for the admin token, read by kube-scheduler and rulesched."""
+def kubeconfig(path: Path, api: str, ca: Path, token: str = TOKEN) -> None:
+    """A kubeconfig for `token` (the admin's unless told), read by kube-scheduler and rulesched."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "bench", "cluster": {"server": api, "certificate-authority": str(ca)}}],
-        "users": [{"name": "admin", "user": {"token": TOKEN}}],
+        "users": [{"name": "admin", "user": {"token": token}}],
         "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "admin"}}],
         "current-context": "bench",
     }

@@ -33,14 +33,14 @@ from typing import Any
 
 import httpx
 import orjson
-import yaml
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import real_cluster as kube
 from bench.real_burst import PROBE_LABEL, burst, delete_pods, probes
-from bench.run import ROOT, Server, counted, free_port, reported, started
+from bench.real_components import Rig, config_api, start_scheduler
+from bench.run import ROOT, Server, counted, reported, started
 
 JSON = dict[str, Any]
 VERBS = ("filter", "prioritize")
@@ -86,38 +86,6 @@ def expected_counts(pods: int) -> dict[str, JSON]:
     }
 
 
-def config_api(minor: tuple[int, int]) -> str:
-    """The KubeSchedulerConfiguration version a kube-scheduler release reads: v1beta1 up to 1.22, v1beta3 in 1.23
-    and 1.24, v1 from 1.25."""
-    if minor >= (1, 25):
-        return "kubescheduler.config.k8s.io/v1"
-    return "kubescheduler.config.k8s.io/v1beta3" if minor >= (1, 23) else "kubescheduler.config.k8s.io/v1beta1"
-
-
-def insecure_health(minor: tuple[int, int]) -> bool:
-    """Whether kube-scheduler still serves /healthz over plain HTTP (`healthzBindAddress`, gone in 1.23)."""
-    return minor < (1, 23)
-
-
-def scheduler_config(minor: tuple[int, int], kubeconfig: Path, extender: int, health: int) -> JSON:
-    """kube-scheduler's configuration: rulesched on port `extender` as its extender, in names mode
-    (`nodeCacheCapable`), never ignored; no leader election; /healthz on port `health` where the release
-    still serves it without TLS."""
-    config: JSON = {
-        "apiVersion": config_api(minor),
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400},
-        "leaderElection": {"leaderElect": False},
-        "extenders": [{
-            "urlPrefix": f"http://127.0.0.1:{extender}", "filterVerb": "filter", "prioritizeVerb": "prioritize",
-            "weight": 1, "nodeCacheCapable": True, "enableHTTPS": False, "httpTimeout": "5s", "ignorable": False,
-        }],
-    }  # fmt: skip
-    if insecure_health(minor):
-        config["healthzBindAddress"] = config["metricsBindAddress"] = f"127.0.0.1:{health}"
-    return config
-
-
 def shadow_counts(extender: str, pods: int) -> JSON:
     """A B run's comparisons per verb from `/shadow` and from its counter, once its queue has drained (at most
     `DRAIN_SECONDS`), and whether they are the expected ones and agree."""
@@ -143,6 +111,7 @@ class Bench:
         self.binaries, self.directory, self.processes = binaries, directory, processes
         self.minor = kubernetes_minor(binaries.scheduler)
         self.cluster: kube.Cluster = kube.control_plane(binaries, directory, processes, self.minor)
+        self.rig = Rig(binaries, self.cluster, directory, processes, self.minor)
         with self.cluster.client() as api:
             kube.create_nodes(api, nodes)
         self.files = directory / "files"
@@ -150,24 +119,6 @@ class Bench:
         shutil.copytree(ROOT / "rules", self.files / "rules-live")
         shadow_rules(ROOT / "rules", self.files / "rules-shadow")
         (self.files / "metrics.json").write_bytes(orjson.dumps(kube.node_metrics(nodes)))
-
-    def scheduler(self, extender: int) -> kube.Launched:
-        """kube-scheduler, configured for rulesched on port `extender`, running and healthy."""
-        health, kubeconfig = free_port(), self.cluster.kubeconfig
-        config = self.directory / "scheduler.yaml"
-        config.write_text(yaml.safe_dump(scheduler_config(self.minor, kubeconfig, extender, health)))
-        argv = [str(self.binaries.scheduler), f"--config={config}", "--v=1"]
-        if insecure_health(self.minor):
-            argv.append("--secure-port=0")
-            url = f"http://127.0.0.1:{health}/healthz"
-        else:
-            delegated = [f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}"]
-            argv += [f"--secure-port={health}", "--bind-address=127.0.0.1", *delegated]
-            url = f"https://127.0.0.1:{health}/healthz"
-        launched = self.processes.launch(f"kube-scheduler-{extender}", argv)
-        healthy = lambda: httpx.get(url, verify=False, timeout=2).status_code == 200  # noqa: E731
-        kube.wait_until("kube-scheduler /healthz", healthy, launched)
-        return launched
 
     def run(self, number: int, kind: str, pods: int) -> JSON:
         """Run `number`: a fresh rulesched (with the shadow book for B) and kube-scheduler, one burst."""
@@ -184,7 +135,7 @@ class Bench:
             kube.wait_until(
                 "rulesched /readyz", lambda: httpx.get(f"{extender}/readyz", timeout=2).is_success, launched
             )
-            scheduler = self.scheduler(port)
+            scheduler = start_scheduler(self.rig, port)
             stack.callback(self.processes.stop, scheduler)
             time.sleep(SYNC_SECONDS)
             found = {"run": number, "kind": kind, **burst(self.cluster, f"burst-{number}-{kind.lower()}", pods)}
@@ -238,15 +189,17 @@ def passed(runs: Sequence[JSON], pods: int) -> bool:
 def table(runs: Sequence[JSON], about: JSON) -> str:
     """The runs as a Markdown table, then the expected counts, the paired ratios and what ran."""
     lines = [
-        "| run | kind | pods bound | first create → all bound s | pods/s | bind rate pods/s | filter compared / "
-        "differs / dropped | prioritize compared / differs / dropped | as expected | /shadow = metric |",
-        "|---:|---|---:|---:|---:|---:|---|---|---|---|",
+        "| run | kind | pods bound (watched / listed) | watches resumed | first create → all bound s | pods/s "
+        "| bind rate pods/s | filter compared / differs / dropped | prioritize compared / differs / dropped "
+        "| as expected | /shadow = metric |",
+        "|---:|---|---:|---:|---:|---:|---:|---|---|---|---|",
     ]
     for r in runs:
         shadow = r.get("shadow")
         verbs = [_counts(shadow["counts"][verb]) for verb in VERBS] if shadow else ["", ""]
         checks = [_yes(shadow["expected"]), _yes(shadow["agree"])] if shadow else ["", ""]
-        lines.append(f"| {r['run']} | {r['kind']} | {r['bound']} | {r['all_bound_s']} | {r['pods_per_s']} "
+        lines.append(f"| {r['run']} | {r['kind']} | {r['bound']} / {r['bound_listed']} | {r['watch_resumed']} "
+                     f"| {r['all_bound_s']} | {r['pods_per_s']} "
                      f"| {r['bind_rate']} | {' | '.join(verbs)} | {' | '.join(checks)} |")  # fmt: skip
     expected = about["expected"]
     lines += [

@@ -20,7 +20,8 @@ import yaml
 
 from bench.real_burst import pod, probes
 from bench.real_cluster import DRAIN_LABEL, node_labels
-from bench.real_scheduler import expected_counts, order, paired, scheduler_config, shadow_rules
+from bench.real_components import scheduler_config
+from bench.real_scheduler import expected_counts, order, paired, shadow_rules, table
 from rulesched.cli import main as rulesched
 from rulesched.rules.cel import make_engine
 from rulesched.rules.loader import load_rule_book
@@ -106,7 +107,8 @@ def test_the_expected_counts_of_a_500_pod_burst() -> None:
         ((1, 22), "kubescheduler.config.k8s.io/v1beta1", True),
         ((1, 24), "kubescheduler.config.k8s.io/v1beta3", False),
         ((1, 25), "kubescheduler.config.k8s.io/v1", False),
-        ((1, 33), "kubescheduler.config.k8s.io/v1", False),
+        ((1, 32), "kubescheduler.config.k8s.io/v1", False),
+        ((1, 36), "kubescheduler.config.k8s.io/v1", False),
     ],
 )
 def test_kube_scheduler_is_given_rulesched_as_a_names_mode_extender(
@@ -134,3 +136,14 @@ def test_runs_alternate_abba_and_each_pair_gives_one_ratio() -> None:
     assert found["mean"] == 0.925
     assert found["standard_error"] == 0.025
     assert paired(runs[:2], "pods_per_s")["standard_error"] is None
+
+
+def test_the_table_says_how_many_pods_the_watches_and_the_final_list_saw_bound() -> None:
+    run = {"run": 1, "kind": "A", "bound": 298, "bound_listed": 300, "watch_resumed": 3, "all_bound_s": 2.0,
+           "pods_per_s": 150.0, "bind_rate": 160.0}  # fmt: skip
+    ratio: dict[str, Any] = {"ratios": [], "mean": None, "standard_error": None}
+    about = {"expected": expected_counts(300), "pods": 300, "pods_per_s": ratio, "bind_rate": ratio, "nodes": 50,
+             "kube-scheduler": "Kubernetes v1.36.2", "config": "kubescheduler.config.k8s.io/v1", "seconds": 10.0,
+             "kube-apiserver": "Kubernetes v1.36.2", "etcd": "etcd Version: 3.4.23"}  # fmt: skip
+    row = table([run], about).splitlines()[2]
+    assert row.startswith("| 1 | A | 298 / 300 | 3 | 2.0 | 150.0 | 160.0 |")
