@@ -36,12 +36,19 @@ def sample_repository(root: Path) -> Path:
     return root
 
 
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
+    return done.stdout.strip()
+
+
 @functools.cache
 def revision() -> str:
-    """This working tree as a commit pre-commit can fetch."""
-    stashed = subprocess.run(["git", "stash", "create"], cwd=REPO, capture_output=True, text=True, check=True)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
-    return stashed.stdout.strip() or head.stdout.strip()
+    """This working tree as a commit pre-commit can fetch: HEAD when no tracked file changed (a clean clone, as
+    in CI), else the commit `git stash create` makes of the changes."""
+    if not _git("status", "--porcelain", "--untracked-files=no"):
+        return _git("rev-parse", "HEAD")
+    return _git("stash", "create") or _git("rev-parse", "HEAD")
 
 
 def run_hooks(sample: Path, environment: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
