@@ -17,9 +17,7 @@ import httpx
 import pytest
 
 from rulesched.extender.canary import RecentPods
-from rulesched.settings import Settings
-from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES
-from tests.rules.test_reload import NAMES, eventually, metric, passed, reject
+from tests.rules.test_reload import NAMES, eventually, metric, passed, reject, settings
 from tests.server import running_server
 
 WEB_POD = {
@@ -46,17 +44,6 @@ MISSPELT = rule_set("zone", "node.metadata.labels['zonee'] == 'a'")
 NOWHERE = rule_set("nowhere", "node.metadata.name == 'no-such-node'")
 WEB_ONLY = rule_set("web", "pod.metadata.labels['app'] == 'web'")
 """Fails for a pod without the label (the stand-in pod), passes for the pods of the web app."""
-
-
-def settings(rules: Path, **extra: Any) -> Settings:
-    return Settings(
-        rules_dir=rules,
-        nodes_file=EXAMPLE_NODES,
-        metrics_file=EXAMPLE_METRICS,
-        cluster="off",
-        reload_debounce=0.05,
-        **extra,
-    )
 
 
 @pytest.fixture
