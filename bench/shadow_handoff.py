@@ -35,11 +35,11 @@ from bench.run import reported, sizes_of, write_inputs
 from bench.workload import make_workload
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.sources import FileMetricsSource, FileNodeSource
+from rulesched.controllers.shadow import Shadow
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
-from rulesched.extender.shadow import Shadow
 from rulesched.rules.cel import make_engine
 from rulesched.rules.loader import load_rule_book
 from rulesched.rules.store import RuleStore

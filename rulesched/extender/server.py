@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 
 from rulesched.cluster import Cluster, build_cluster
 from rulesched.cluster.sources import SourceError
+from rulesched.controllers.shadow import Shadow
 from rulesched.extender import audit_http
 from rulesched.extender.app import create_app
 from rulesched.extender.canary import RecentPods, ReloadCanary
@@ -27,7 +28,6 @@ from rulesched.extender.metrics import Metrics
 from rulesched.extender.observe import Observer
 from rulesched.extender.recording import Recorder, RecordLimits
 from rulesched.extender.refresh import Refresher
-from rulesched.extender.shadow import Shadow
 from rulesched.extender.state import Extender
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import Engine, Limits, make_engine

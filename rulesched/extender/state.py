@@ -18,6 +18,7 @@ from starlette.requests import Request
 
 from rulesched.cluster import Cluster
 from rulesched.cluster.contexts import NodeContexts
+from rulesched.controllers.shadow import Shadow
 from rulesched.decide.decision import Decision
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.fast.budget import NeedsEvaluationError, within
@@ -29,7 +30,6 @@ from rulesched.extender.canary import RecentPods
 from rulesched.extender.connection import BODY_ARRIVED
 from rulesched.extender.observe import Observer
 from rulesched.extender.recording import Recorder
-from rulesched.extender.shadow import Shadow
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext, with_pods
 from rulesched.rules.pod_values import namespace_name

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from rulesched.settings import Settings
-from tests.extender.test_shadow import settings
+from tests.controllers.shadow.test_shadow import settings
 from tests.kubeapi import KubeAPI, wait_for
 from tests.paths import EXAMPLES, RULES
 from tests.rulebooks import CLASSIC, LIVE, SHADOW, names_args, pod, rules_dir

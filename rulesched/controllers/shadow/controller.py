@@ -50,15 +50,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from rulesched.controllers.shadow.collector import Held
+from rulesched.controllers.shadow.pace import AFTER_ANSWER_SECONDS, Pace, switching_often
+from rulesched.controllers.shadow.summary import Live, Summary, compare, live_side, log_difference
 from rulesched.decide.decision import Decision
 from rulesched.decide.fast import evaluate, prepared, warm
 from rulesched.decide.fast.budget import NeedsEvaluationError, within
 from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
-from rulesched.extender.shadow_collector import Held
-from rulesched.extender.shadow_pace import AFTER_ANSWER_SECONDS, Pace, switching_often
-from rulesched.extender.shadow_summary import Live, Summary, compare, live_side, log_difference
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from rulesched.controllers.shadow import Shadow
+from rulesched.controllers.shadow.collector import HELD_THRESHOLD, Held
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
-from rulesched.extender.shadow import Shadow
-from rulesched.extender.shadow_collector import HELD_THRESHOLD, Held
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext

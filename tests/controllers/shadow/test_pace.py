@@ -22,25 +22,25 @@ import httpx
 import orjson
 import pytest
 
-from rulesched.decide.fast import evaluate, prepared
-from rulesched.decide.verbs import Call, Verb
-from rulesched.extender.answered import Answered, Idle
-from rulesched.extender.metrics import Metrics
-from rulesched.extender.shadow import Shadow
-from rulesched.extender.shadow_pace import (
+from rulesched.controllers.shadow import Shadow
+from rulesched.controllers.shadow.pace import (
     AFTER_ANSWER_SECONDS,
     CALM_MAX_SECONDS,
     CALM_SECONDS,
     SWITCH_SECONDS,
     Pace,
 )
+from rulesched.decide.fast import evaluate, prepared
+from rulesched.decide.verbs import Call, Verb
+from rulesched.extender.answered import Answered, Idle
+from rulesched.extender.metrics import Metrics
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext
 from rulesched.rules.loader import load_rule_book
 from rulesched.rules.store import RuleStore
 from tests.builders import make_context, make_node, make_pod, make_usage
-from tests.extender.test_shadow import settings
+from tests.controllers.shadow.test_shadow import settings
 from tests.kubeapi import wait_for
 from tests.rulebooks import CLASSIC, LIVE, SHADOW, names_args, pod, rules_dir
 from tests.server import RunningServer, running

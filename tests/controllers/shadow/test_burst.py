@@ -20,17 +20,17 @@ from rulesched.cluster.kube import KubeAccess
 from rulesched.cluster.metrics_server import MetricsServerSource
 from rulesched.cluster.nodecache import NodeCache
 from rulesched.cluster.pods import PodIndex
+from rulesched.controllers.shadow import Shadow
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
-from rulesched.extender.shadow import Shadow
 from rulesched.rules.cel import make_engine
 from rulesched.rules.loader import load_rule_book
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
 from tests.builders import make_pod
-from tests.extender.test_shadow import settings as shadow_settings
+from tests.controllers.shadow.test_shadow import settings as shadow_settings
 from tests.kubeapi import KubeAPI, wait_for
 from tests.paths import RULES
 from tests.rulebooks import CLASSIC, SHADOW, SURVIVORS, names_args, pod, rules_dir

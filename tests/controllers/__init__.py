@@ -1,0 +1,1 @@
+"""Tests of `rulesched.controllers`: each controller over a real server and in process."""
