@@ -36,10 +36,11 @@ from bench.workload import make_workload
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.sources import FileMetricsSource, FileNodeSource
 from rulesched.controllers.shadow import Shadow
+from rulesched.controllers.shadow.metrics import ShadowMetrics
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call, Verb
-from rulesched.extender.answered import Answered, Idle
-from rulesched.extender.metrics import Metrics
+from rulesched.handoff.answered import Answered
+from rulesched.handoff.idle import Idle
 from rulesched.rules.cel import make_engine
 from rulesched.rules.loader import load_rule_book
 from rulesched.rules.store import RuleStore
@@ -79,7 +80,7 @@ def measure(size: int, repeat: int, directory: Path) -> JSON:
     decision.outcome()  # what answering the call counted
     answered = Answered("filter", False, pod, found, {}, None, now, book, decision)
     idle = Idle()
-    shadow = Shadow(store, idle, Metrics(), capacity=repeat + 1, deadline=5.0, inline_work=2000.0)
+    shadow = Shadow(store, idle, ShadowMetrics(), capacity=repeat + 1, deadline=5.0, inline_work=2000.0)
 
     async def handed_on() -> float:
         idle.busy()  # a request is being read: nothing is compared while this measures

@@ -26,6 +26,16 @@ FORBIDDEN_LAYERS = {
     "rulesched.extender": ("rulesched.tools", "rulesched.cli"),
     # The rule authors' tools stand beside the HTTP edge, not on it (a recording's format is shared below both).
     "rulesched.tools": ("rulesched.cli", "rulesched.extender"),
+    # The shadow controller stands below the HTTP edge, which composes it; what both need (the answered call, the
+    # moments between requests) is the handoff floor below both.
+    "rulesched.controllers.shadow": ("rulesched.extender", "rulesched.tools", "rulesched.cli"),
+    "rulesched.handoff": (
+        "rulesched.cluster",
+        "rulesched.controllers",
+        "rulesched.extender",
+        "rulesched.tools",
+        "rulesched.cli",
+    ),
     "rulesched.recording_format": ("rulesched.rules", "rulesched.decide", "rulesched.cluster", "rulesched.extender"),
     # The two CEL engines never import each other; make_engine() composes them.
     "rulesched.rules.cel.cpp": ("rulesched.rules.cel.celpy_engine", "rulesched.rules.cel.celpy_functions"),
@@ -53,10 +63,10 @@ OWNERS = {
     "lark": ("rulesched.rules.cel",),
     "re2": ("rulesched.rules.cel.libs.regex",),
     "kubernetes": ("rulesched.cluster",),
-    "starlette": ("rulesched.extender",),
+    "starlette": ("rulesched.extender", "rulesched.controllers"),
     "uvicorn": ("rulesched.extender",),
-    "prometheus_client": ("rulesched.extender",),
-    "orjson": ("rulesched.extender",),
+    "prometheus_client": ("rulesched.extender", "rulesched.controllers"),
+    "orjson": ("rulesched.extender", "rulesched.controllers"),
     "msgspec": ("rulesched.extender.wire", "rulesched.cluster.pod_metrics_wire"),
     "watchfiles": ("rulesched.rules.reloader",),
     "pydantic_settings": ("rulesched.settings",),
@@ -160,6 +170,34 @@ def test_no_module_imports_itself_through_others() -> None:
 def test_the_circle_check_sees_a_circle() -> None:
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(edges) == [["a", "b", "c"]]
+
+
+def reachable(edges: dict[str, set[str]], start: str) -> set[str]:
+    """The modules `start` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in edges.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_the_shadow_controller_never_reaches_the_http_edge() -> None:
+    """Not through another module either: the extender composes the controller (`server.py`, `state.py`,
+    `app.py`, `metrics.py`), and the controller is handed what it needs (`handoff/`, its own metrics)."""
+    edges = graph()
+    shadow = [m for m in edges if m.startswith("rulesched.controllers.shadow")]
+    assert shadow
+    reached = {m: t for m in shadow for t in reachable(edges, m) if t.startswith("rulesched.extender")}
+    assert reached == {}
+
+
+def test_reachable_follows_imports_through_others() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert reachable(edges, "a") == {"a", "b", "c"}
+    assert reachable(edges, "d") == {"a", "b", "c"}
 
 
 def test_the_reference_evaluation_is_the_tests_oracle_only() -> None:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from starlette.background import BackgroundTask
 from starlette.responses import Response
 
+from rulesched.handoff.idle import collect_owed
+
 log = logging.getLogger(__name__)
 
 
@@ -39,14 +41,6 @@ class AfterAnswer(BackgroundTask):
         self.garbage.clear()
         gc.enable()
         collect_owed()
-
-
-def collect_owed() -> None:
-    """The young collection the collector would have run by now, if it owes one (a count past its threshold),
-    run now: after an answer (`AfterAnswer`), and once the shadow queue empties (`extender/shadow_collector.py`)."""
-    counts, thresholds = gc.get_count(), gc.get_threshold()
-    if counts[0] >= thresholds[0]:  # else the collector owes nothing yet: it would not have run
-        gc.collect(1 if counts[1] >= thresholds[1] else 0)
 
 
 Resume = Callable[..., Response]

@@ -17,6 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from rulesched.cluster import Cluster
 from rulesched.cluster.pods import PodIndex
+from rulesched.controllers.shadow import http as shadow_http
 from rulesched.extender import routes
 from rulesched.extender.after import AfterAnswer
 from rulesched.extender.body import BodyTimeoutError, BodyTooLargeError
@@ -197,11 +198,6 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
         requeue = {"requeue": extender.requeue.status()} if extender.requeue is not None else {}
         return json_response({**rules_status(store), "sources": sources_status(cluster), **requeue})
 
-    async def shadow(request: Request) -> Response:
-        if extender.shadow is None:
-            return error_response(404, "no shadow rules: start rulesched serve with --shadow-rules DIR")
-        return json_response(extender.shadow.status())
-
     async def prometheus(request: Request) -> Response:
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
@@ -218,7 +214,7 @@ def create_app(settings: Settings, store: RuleStore, cluster: Cluster, observer:
         Route("/readyz", readyz),
         Route("/rules", rules),
         Route("/metrics", prometheus),
-        Route("/shadow", shadow),
+        shadow_http.route(lambda: extender.shadow),
     ]
     endpoints = {f"/{name}": _guarded(extender, name, verbs[name]) for name in ("filter", "prioritize")}
     app = ExtenderApp(routes=app_routes, verbs=endpoints)

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from rulesched.extender.answered import Idle
+from rulesched.handoff.idle import Idle
 
 log = logging.getLogger("rulesched")
 

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from rulesched.controllers.shadow.metrics import ShadowMetrics
 from rulesched.decide.decision import Decision
 from rulesched.rules.book import RuleBook
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
@@ -101,25 +102,8 @@ class Metrics:
             "rulesched_source_failing", "1 while a live source's API requests fail (an outage)", ["source"], registry=r
         )
 
-        self.shadow_comparisons = Counter(
-            "rulesched_shadow_comparisons",
-            "Calls compared with the shadow rules, by verb and outcome (same, differs, dropped)",
-            ["verb", "outcome"],
-            registry=r,
-        )
-        self.shadow_rejections = Counter(
-            "rulesched_shadow_filter_rejections", "Nodes the shadow rules rejected, by filter rule", rule, registry=r
-        )
-        self.shadow_reloads = Counter(
-            "rulesched_shadow_reloads", "Shadow rule reloads by result (loaded, unchanged, rejected)", ["result"],
-            registry=r,
-        )  # fmt: skip
-        self.shadow_generation = Gauge(
-            "rulesched_shadow_rules_generation", "Generation of the shadow rule book (0: none)", registry=r
-        )
-        self.shadow_queue = Gauge(
-            "rulesched_shadow_queue_calls", "Answered calls waiting for their shadow evaluation", registry=r
-        )
+        self.shadow = ShadowMetrics(r)
+        """The shadow rules' (`controllers/shadow/metrics.py`), registered here in the order /metrics lists them."""
         self.recorded = Counter(
             "rulesched_recording_calls", "Calls written to the recording (written) or left out (dropped)", ["result"],
             registry=r,
@@ -190,13 +174,6 @@ class Metrics:
                 self._child(self.errors, rule_set, rule).inc(count)
         for (rule_set, rule, enforce), count in failures.items():
             self._child(self.rejections if enforce else self.audit, rule_set, rule).inc(count)
-
-    def shadow_decision(self, verb: str, outcome: str, failures: Mapping[tuple[str, str, bool], int]) -> None:
-        """Count one comparison with the shadow rules; `failures` is the shadow decision's `failures()`."""
-        self.shadow_comparisons.labels(verb, outcome).inc()
-        for (rule_set, rule, enforce), count in failures.items():
-            if enforce:
-                self.shadow_rejections.labels(rule_set, rule).inc(count)
 
     def request(self, verb: str, code: int, seconds: float) -> None:
         self._child(self.requests, verb, str(code)).inc()

@@ -27,8 +27,9 @@ from typing import Any
 
 import orjson
 
-from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.metrics import Metrics
+from rulesched.handoff.answered import Answered
+from rulesched.handoff.idle import Idle
 from rulesched.recording_format import FORMAT, SEGMENT, VERSION
 from rulesched.rules.context import NodeContext, NodePods
 

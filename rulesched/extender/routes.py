@@ -26,9 +26,9 @@ from rulesched.decide.decision import Decision
 from rulesched.decide.verbs import Call, Verb
 from rulesched.extender import wire
 from rulesched.extender.after import NoCollection
-from rulesched.extender.answered import Answered
 from rulesched.extender.responses import encoded, error_response, json_response
 from rulesched.extender.state import Extender
+from rulesched.handoff.answered import Answered
 from rulesched.rules.context import context_report
 from rulesched.rules.estimate import estimate_or_fallback
 

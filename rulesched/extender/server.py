@@ -200,7 +200,7 @@ def _shadow(settings: Settings, store: RuleStore, extender: Extender, metrics: M
     the shadow is advice): it starts without a shadow book, says why in its log and in GET /shadow, and
     the next change to the directory that loads becomes the shadow book."""
     shadow = Shadow(
-        store, extender.idle, metrics, capacity=settings.shadow_queue, deadline=settings.request_deadline,
+        store, extender.idle, metrics.shadow, capacity=settings.shadow_queue, deadline=settings.request_deadline,
         inline_work=settings.shadow_inline_work,
     )  # fmt: skip
     directory = settings.shadow_rules_dir

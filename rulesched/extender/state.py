@@ -24,12 +24,13 @@ from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.fast.budget import NeedsEvaluationError, within
 from rulesched.decide.verbs import Call
 from rulesched.extender import wire, wire_full
-from rulesched.extender.answered import Answered, Idle
 from rulesched.extender.body import read_body
 from rulesched.extender.canary import RecentPods
 from rulesched.extender.connection import BODY_ARRIVED
 from rulesched.extender.observe import Observer
 from rulesched.extender.recording import Recorder
+from rulesched.handoff.answered import Answered
+from rulesched.handoff.idle import Idle
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext, with_pods
 from rulesched.rules.pod_values import namespace_name

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import gc
 
-from rulesched.extender.after import collect_owed
+from rulesched.handoff.idle import collect_owed
 
 HELD_THRESHOLD = 1 << 30
 """The collector's first threshold while calls wait: out of reach (0 would turn automatic collection off, and

@@ -15,7 +15,7 @@ overdue (`Pace.overdue`: later than those gaps, `CALM_SECONDS` at the least), as
 a burst of back-to-back calls wait in the queue for the gaps they fit in and the pause after the burst. The
 queue keeps, of each call, what the shadow decision needs and the live decision's outcome (`Live`), not the
 request; while calls wait, no young collection of the cyclic garbage collector falls due (`Held`,
-`extender/shadow_collector.py`), so that a queued burst makes no collections fall in the live answers.
+`collector.py`), so that a queued burst makes no collections fall in the live answers.
 
 A shadow decision that needs more than `--shadow-inline-work` of estimated work (the shadow book's caches
 cold after a reload, a pod whose per-pod rules have not run, costly rules) is made smaller first: the call's
@@ -47,18 +47,19 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from rulesched.controllers.shadow.collector import Held
+from rulesched.controllers.shadow.metrics import ShadowMetrics
 from rulesched.controllers.shadow.pace import AFTER_ANSWER_SECONDS, Pace, switching_often
-from rulesched.controllers.shadow.summary import Live, Summary, compare, live_side, log_difference
+from rulesched.controllers.shadow.queued import Queued, shadow_call
+from rulesched.controllers.shadow.summary import Summary, compare, live_side, log_difference
 from rulesched.decide.decision import Decision
 from rulesched.decide.fast import evaluate, prepared, warm
 from rulesched.decide.fast.budget import NeedsEvaluationError, within
 from rulesched.decide.verbs import Call, Verb
-from rulesched.extender.answered import Answered, Idle
-from rulesched.extender.metrics import Metrics
+from rulesched.handoff.answered import Answered
+from rulesched.handoff.idle import Idle
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
@@ -76,22 +77,18 @@ loop (its caches cold: a reload, new nodes, a new pod): their memos (about 40 µ
 on them."""
 
 
-@dataclass(slots=True)
-class Queued:
-    """An answered call waiting for its comparison: what the live decision saw, as the shadow book's `Call`, and
-    what it decided."""
-
-    call: Call
-    live: Live
-    warmed: int = 0
-    """How many of its nodes were made ready for the shadow book in earlier slices (`Shadow._warm`)."""
-
-
 class Shadow:
     """The shadow book's store, its bounded queue, worked between calls, and the summary of what it would change."""
 
     def __init__(
-        self, store: RuleStore, idle: Idle, metrics: Metrics, *, capacity: int, deadline: float, inline_work: float
+        self,
+        store: RuleStore,
+        idle: Idle,
+        metrics: ShadowMetrics,
+        *,
+        capacity: int,
+        deadline: float,
+        inline_work: float,
     ) -> None:
         self.store = store
         self.idle = idle
@@ -125,11 +122,11 @@ class Shadow:
         self._lock = threading.Lock()
         """Guards `large` (the event loop and the shadow thread both take from it), `deciding` and `made`."""
         store.listeners.append(self._reloaded)
-        metrics.shadow_generation.set_function(lambda: store.book.generation if store.book else 0)
-        metrics.shadow_queue.set_function(lambda: float(self.waiting()))
+        metrics.generation.set_function(lambda: store.book.generation if store.book else 0)
+        metrics.queue.set_function(lambda: float(self.waiting()))
 
     def _reloaded(self, outcome: ReloadOutcome, book: RuleBook | None, rejected: RejectedReload | None) -> None:
-        self.metrics.shadow_reloads.labels(outcome).inc()
+        self.metrics.reloads.labels(outcome).inc()
         if outcome == "loaded":
             self.summary.reset(book)
 
@@ -141,7 +138,7 @@ class Shadow:
         if self.waiting() >= self.capacity or self.stopping.is_set() or answered.decision.deadline_exceeded:
             self._dropped(answered.verb)  # a call cut short says nothing about the rules
             return
-        self.queue.append(Queued(_call(answered), live_side(answered.verb, answered.decision)))
+        self.queue.append(Queued(shadow_call(answered), live_side(answered.verb, answered.decision)))
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not on an event loop: nothing to wait for
@@ -279,7 +276,7 @@ class Shadow:
 
     def _dropped(self, verb: str) -> None:
         self.summary.dropped(verb)
-        self.metrics.shadow_decision(verb, "dropped", {})
+        self.metrics.decision(verb, "dropped", {})
 
     def _run(self) -> None:
         """In the shadow thread: the oldest large call decided and compared, once no request has been answered
@@ -317,7 +314,7 @@ class Shadow:
         with self._lock:
             self.made[where] += 1
         failures = shadow.failures() if live.verb == "filter" else {}
-        self.metrics.shadow_decision(live.verb, "differs" if comparison.differs else "same", failures)
+        self.metrics.decision(live.verb, "differs" if comparison.differs else "same", failures)
         if comparison.differs:
             log_difference(comparison, live.generation, shadow.generation)
 
@@ -341,7 +338,7 @@ class Shadow:
         book = self.store.book
         if book is None:
             raise LookupError("the shadow rules have not loaded")
-        work = functools.partial(self._evaluate, book, _call(answered)._replace(verb=Verb.EXPLAIN))
+        work = functools.partial(self._evaluate, book, shadow_call(answered)._replace(verb=Verb.EXPLAIN))
         return await asyncio.get_running_loop().run_in_executor(self.executor, self._holding, work)
 
     def _holding(self, work: Callable[[], Decision]) -> Decision:
@@ -381,12 +378,3 @@ class Shadow:
             self._dropped(queued.live.verb)
         self.held.release()
         self.executor.shutdown(wait=False, cancel_futures=True)
-
-
-def _call(answered: Answered) -> Call:
-    """The shadow book's call of an answered one: what the live decision saw (the same pod, `now`, namespace,
-    estimate and node contexts; distinct, as the live call checked)."""
-    return Call(
-        answered.pod, answered.contexts, Verb.named(answered.verb), answered.now, None, answered.namespace, True,
-        None, answered.estimate,
-    )  # fmt: skip

@@ -1,6 +1,6 @@
 """The pace of the shadow comparisons (`Pace`): how long their slices take and how long the gaps between calls
 last, as recently seen, so that a slice starts soon after an answer (`AFTER_ANSWER_SECONDS`) only where it
-should end before the next call (`extender/shadow.py` makes the slices); and the shadow thread's share of the
+should end before the next call (`controller.py` makes the slices); and the shadow thread's share of the
 interpreter lock (`switching_often`).
 """
 
@@ -10,7 +10,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
-from rulesched.extender.answered import Idle
+from rulesched.handoff.idle import Idle
 
 CALM_SECONDS = 0.002
 """After an answer, slices are made only where they are expected to end before the next call arrives (`Pace`),

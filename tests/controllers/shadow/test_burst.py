@@ -21,10 +21,11 @@ from rulesched.cluster.metrics_server import MetricsServerSource
 from rulesched.cluster.nodecache import NodeCache
 from rulesched.cluster.pods import PodIndex
 from rulesched.controllers.shadow import Shadow
+from rulesched.controllers.shadow.metrics import ShadowMetrics
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call, Verb
-from rulesched.extender.answered import Answered, Idle
-from rulesched.extender.metrics import Metrics
+from rulesched.handoff.answered import Answered
+from rulesched.handoff.idle import Idle
 from rulesched.rules.cel import make_engine
 from rulesched.rules.loader import load_rule_book
 from rulesched.rules.store import RuleStore
@@ -51,7 +52,7 @@ PER_POD = SHADOW.replace(
 
 
 def settings(tmp_path: Path, shadow: str = SHADOW, **overrides: Any) -> Settings:
-    """`tests/test_shadow.py`'s server (the example cluster, the live rules), with `shadow` as its shadow rules."""
+    """`test_shadow.py`'s server (the example cluster, the live rules), with `shadow` as its shadow rules."""
     options: dict[str, Any] = {"shadow_rules_dir": rules_dir(tmp_path / "shadow", shadow), "shadow_queue": QUEUE}
     return shadow_settings(tmp_path, **(options | overrides))
 
@@ -182,7 +183,7 @@ def test_a_comparison_uses_the_state_the_live_call_saw_not_a_later_one(
     book = load_rule_book([directory], make_engine("cpp"))
     store = RuleStore([directory], make_engine("cpp"))
     assert store.reload() == "loaded"
-    shadow = Shadow(store, Idle(), Metrics(), capacity=QUEUE, deadline=5.0, inline_work=2000.0)
+    shadow = Shadow(store, Idle(), ShadowMetrics(), capacity=QUEUE, deadline=5.0, inline_work=2000.0)
     replica = make_pod(name="web-1", namespace="fx-alpha", requests={"cpu": "3"})
     names = ["node-a", "node-b"]
     now = datetime.datetime.now(datetime.UTC)

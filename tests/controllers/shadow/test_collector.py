@@ -18,10 +18,11 @@ import pytest
 
 from rulesched.controllers.shadow import Shadow
 from rulesched.controllers.shadow.collector import HELD_THRESHOLD, Held
+from rulesched.controllers.shadow.metrics import ShadowMetrics
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call, Verb
-from rulesched.extender.answered import Answered, Idle
-from rulesched.extender.metrics import Metrics
+from rulesched.handoff.answered import Answered
+from rulesched.handoff.idle import Idle
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext
@@ -80,7 +81,7 @@ def test_no_young_collection_falls_due_while_calls_wait_and_the_one_owed_is_paid
     live, store = _books(tmp_path)
     nodes = _nodes()
     idle = Idle()
-    shadow = Shadow(store, idle, Metrics(), capacity=16, deadline=5.0, inline_work=1e9)
+    shadow = Shadow(store, idle, ShadowMetrics(), capacity=16, deadline=5.0, inline_work=1e9)
     answered = [_answered(live, Verb.FILTER, make_pod(name=f"web-{i}", namespace="default"), nodes) for i in range(4)]
     thresholds = gc.get_threshold()
     made: list[list[int]] = []

@@ -23,6 +23,7 @@ import orjson
 import pytest
 
 from rulesched.controllers.shadow import Shadow
+from rulesched.controllers.shadow.metrics import ShadowMetrics
 from rulesched.controllers.shadow.pace import (
     AFTER_ANSWER_SECONDS,
     CALM_MAX_SECONDS,
@@ -32,8 +33,8 @@ from rulesched.controllers.shadow.pace import (
 )
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call, Verb
-from rulesched.extender.answered import Answered, Idle
-from rulesched.extender.metrics import Metrics
+from rulesched.handoff.answered import Answered
+from rulesched.handoff.idle import Idle
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import make_engine
 from rulesched.rules.context import NodeContext
@@ -122,7 +123,7 @@ def _in_process(tmp_path: Path) -> tuple[RuleBook, Shadow, Idle]:
     store = RuleStore([rules_dir(tmp_path / "shadow", SHADOW)], make_engine("cpp"))
     assert store.reload() == "loaded"
     idle = Idle()
-    return live_book, Shadow(store, idle, Metrics(), capacity=8, deadline=5.0, inline_work=2000.0), idle
+    return live_book, Shadow(store, idle, ShadowMetrics(), capacity=8, deadline=5.0, inline_work=2000.0), idle
 
 
 def _filter_answered(live_book: RuleBook, nodes: list[NodeContext]) -> Answered:
@@ -341,7 +342,7 @@ def test_the_shadow_thread_hands_the_interpreter_lock_over_within_half_a_millise
     store = RuleStore([rules_dir(tmp_path / "shadow", per_pod)], make_engine("cpp"))
     assert store.reload() == "loaded"
     idle = Idle()
-    shadow = Shadow(store, idle, Metrics(), capacity=8, deadline=5.0, inline_work=0.0)  # every call too large
+    shadow = Shadow(store, idle, ShadowMetrics(), capacity=8, deadline=5.0, inline_work=0.0)  # every call too large
     nodes = [
         make_context(make_node(f"node-{i}", labels={"filter.xy.com": "true"}), make_usage(i / 3000))
         for i in range(3000)
@@ -377,7 +378,7 @@ def test_a_large_shadow_decision_is_made_on_the_event_loop_once_its_nodes_had_th
     store = RuleStore([rules_dir(tmp_path / "shadow", pod_scored)], make_engine("cpp"))
     assert store.reload() == "loaded"
     idle = Idle()
-    shadow = Shadow(store, idle, Metrics(), capacity=8, deadline=5.0, inline_work=2000.0)
+    shadow = Shadow(store, idle, ShadowMetrics(), capacity=8, deadline=5.0, inline_work=2000.0)
     nodes = [
         make_context(make_node(f"node-{i}", labels={"filter.xy.com": "true"}), make_usage(i / 1000))
         for i in range(1000)

@@ -1,46 +1,16 @@
-"""A filter or prioritize call as it was decided, handed on once its answer is sent.
+"""The moments between requests: whether one is being read or answered (`Idle`, kept by the connections), and
+the young collection the garbage collector owes, paid in those moments (`collect_owed`).
 
-The shadow evaluation (`shadow.py`) and the recording (`recording.py`) both work from an `Answered`: the
-pod, the node contexts the decision saw (frozen snapshots, so another thread may read them), the
-namespace, the time the rules saw as `now` and the live Decision. Building one costs nothing but
-references. The recording is written in a worker thread, only while no request is being read or answered
-(`Idle`); the shadow comparison is made on the event loop in the gaps between requests when it is small
-work, and in its own worker thread, under the same condition, when it is not (`shadow.py`).
+What is done after an answer (the shadow comparisons, the recording) waits for these moments, so that its
+CPU time falls between kube-scheduler's calls rather than in them.
 """
 
 from __future__ import annotations
 
-import datetime
+import gc
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
-
-from rulesched.decide.decision import Decision
-from rulesched.rules.book import RuleBook
-from rulesched.rules.context import NodeContext
-
-
-@dataclass(frozen=True, slots=True)
-class Answered:
-    """One answered filter or prioritize call: what the rules saw, and what they decided."""
-
-    verb: str
-    """`filter` or `prioritize`."""
-    full: bool
-    """Full mode (the request carried the nodes) rather than names mode."""
-    pod: Mapping[str, Any]
-    contexts: Sequence[NodeContext]
-    unknown: Mapping[str, str]
-    """Candidate names that could not be evaluated, with the reason answered for them."""
-    namespace: Mapping[str, Any] | None
-    now: datetime.datetime
-    book: RuleBook
-    decision: Decision
-    estimate: Mapping[str, float] | None = None
-    """The pod's `estimate` the rules saw (None: the fallback, its requests)."""
-
+from collections.abc import Callable
 
 QUIET_SECONDS = 0.002
 """How long no request must have been answered before a worker thread starts a piece of work: kube-scheduler
@@ -104,3 +74,12 @@ class Idle:
                 return True
             time.sleep(quiet)
         return False
+
+
+def collect_owed() -> None:
+    """The young collection the collector would have run by now, if it owes one (a count past its threshold),
+    run now: after an answer (`extender/after.py`'s `AfterAnswer`), and once the shadow queue empties
+    (`controllers/shadow/collector.py`)."""
+    counts, thresholds = gc.get_count(), gc.get_threshold()
+    if counts[0] >= thresholds[0]:  # else the collector owes nothing yet: it would not have run
+        gc.collect(1 if counts[1] >= thresholds[1] else 0)
