@@ -36,9 +36,9 @@ from rulesched.settings import Settings, lease_times
 
 if TYPE_CHECKING:
     from rulesched.cluster.auditor import Auditor
-    from rulesched.cluster.eviction import ApiEvicter
     from rulesched.cluster.kube import KubeAccess
-    from rulesched.cluster.lease import Elector
+    from rulesched.writes.evict import ApiEvicter
+    from rulesched.writes.lease import Elector
 
 log = logging.getLogger("rulesched.decision")
 
@@ -233,8 +233,8 @@ def build_descheduler(settings: Settings, access: KubeAccess | None) -> Deschedu
     if settings.deschedule == "dry-run" or access is None:
         return Descheduler(options)
     # Imported only when evicting: the kubernetes client is heavy, and only a cluster needs it.
-    from rulesched.cluster.eviction import ApiEvicter
-    from rulesched.cluster.lease import Elector, LeaseClient, LeaseTimes
+    from rulesched.writes.evict import ApiEvicter
+    from rulesched.writes.lease import Elector, LeaseClient, LeaseTimes
 
     identity = settings.lease_identity or f"{socket.gethostname()}_{secrets.token_hex(4)}"
     times = LeaseTimes(*(lease_times(settings) or ()))

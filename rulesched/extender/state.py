@@ -45,8 +45,8 @@ Found = tuple[Sequence[NodeContext], Mapping[str, str], Decision]
 
 
 class AfterFilter(Protocol):
-    """`--requeue` (`extender.requeue.Requeue`), told of each filter answer whether any node passed (a protocol:
-    that module imports this one)."""
+    """`--requeue` (`controllers.requeue.controller.Requeue`), told of each filter answer whether any node passed
+    (a protocol: the controller never imports the extender)."""
 
     def after_filter(self, pod: Mapping[str, Any], names: Sequence[str], passed: bool) -> Callable[[], None]:
         """The step to run once the answer is sent."""

@@ -13,12 +13,12 @@ import pytest
 import trustme
 
 from rulesched.cluster import Cluster, build_cluster
-from rulesched.cluster.binder import ApiBinder
 from rulesched.cluster.kube import ClusterConfigError, KubeEnvironment, find_config
 from rulesched.cluster.metrics_server import MetricsServerSource
 from rulesched.cluster.nodecache import NodeCache
 from rulesched.cluster.sources import FileMetricsSource, FileNodeSource
 from rulesched.settings import Settings
+from rulesched.writes.bind import ApiBinder
 from tests.kubeapi import TOKEN, KubeAPI, wait_for, write_kubeconfig
 from tests.paths import APISERVER_FIXTURES, EXAMPLES, RULES
 from tests.server import running
@@ -49,7 +49,7 @@ def built() -> Iterator[list[Cluster]]:
 
 
 def build(clusters: list[Cluster], config: Settings, env: KubeEnvironment) -> Cluster:
-    cluster = build_cluster(config, env)
+    cluster = build_cluster(config, env, bind=ApiBinder)
     clusters.append(cluster)
     return cluster
 

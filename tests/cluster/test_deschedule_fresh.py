@@ -12,7 +12,7 @@ import pytest
 
 from rulesched.cluster.descheduler import DescheduleOptions
 from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.lease import Elector, LeaseTimes
+from rulesched.writes.lease import Elector, LeaseTimes
 from tests.builders import write_rules
 from tests.deschedule_setup import Setting, controlled, pods_seen, rules, setting
 from tests.kubeapi import KubeAPI, wait_for

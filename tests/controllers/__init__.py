@@ -1,0 +1,1 @@
+"""Tests of `rulesched.controllers`: each controller against the loopback API and a real server."""
