@@ -19,8 +19,9 @@ from starlette.applications import Starlette
 
 from rulesched.cluster import Cluster, build_cluster
 from rulesched.cluster.sources import Binder, SourceError
+from rulesched.controllers.audit import http as audit_http
+from rulesched.controllers.audit.controller import build_auditor
 from rulesched.decide.verbs import Call, Verb
-from rulesched.extender import audit_http
 from rulesched.extender.app import create_app
 from rulesched.extender.canary import RecentPods, ReloadCanary
 from rulesched.extender.connection import connection_protocol
@@ -94,8 +95,8 @@ def build(settings: Settings) -> Parts:
         extender.recorder = Recorder(settings.record_dir, record, extender.idle, metrics)
     refresher = Refresher(extender, metrics) if settings.refresh_ahead else None
     requeue = _requeue(settings, extender, metrics)
-    auditor = app.state.auditor = audit_http.build_auditor(settings, store, cluster)
-    audit_http.install(app.router.routes, metrics, auditor)
+    auditor = app.state.auditor = build_auditor(settings, store, cluster)
+    audit_http.install(app.router.routes, metrics.registry, auditor)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
