@@ -12,25 +12,20 @@ from tests.paths import REPO
 
 PACKAGE = REPO / "rulesched"
 
+ABOVE_DECIDE = (
+    "rulesched.cluster",
+    "rulesched.writes",
+    "rulesched.controllers",
+    "rulesched.extender",
+    "rulesched.tools",
+    "rulesched.cli",
+)
+"""Every floor above the decision: the cluster it reads, what writes to it, and the edges."""
+
 # package prefix → rulesched packages it must not import
 FORBIDDEN_LAYERS = {
-    "rulesched.rules": (
-        "rulesched.decide",
-        "rulesched.cluster",
-        "rulesched.writes",
-        "rulesched.controllers",
-        "rulesched.extender",
-        "rulesched.tools",
-        "rulesched.cli",
-    ),
-    "rulesched.decide": (
-        "rulesched.cluster",
-        "rulesched.writes",
-        "rulesched.controllers",
-        "rulesched.extender",
-        "rulesched.tools",
-        "rulesched.cli",
-    ),
+    "rulesched.rules": ("rulesched.decide", *ABOVE_DECIDE),
+    "rulesched.decide": ABOVE_DECIDE,
     # The cluster package reads; what writes stands on it, never the other way.
     "rulesched.cluster": (
         "rulesched.writes",
