@@ -74,12 +74,10 @@ def answered(
     call: Seen,
     found: Found,
     estimate: Mapping[str, float] | None = None,
-) -> Step | None:
-    """The step that hands the call on to the shadow book and the recording (None: neither is on); `call`: the
-    time, the book and the namespace the rules saw; `estimate`: the pod's the rules saw (None: they read none,
-    and it is found once the answer is sent)."""
-    if not extender.handing_on():
-        return None
+) -> Step:
+    """The step that hands the call on to the shadow book and the recording (when `Extender.handing_on`);
+    `call`: the time, the book and the namespace the rules saw; `estimate`: the pod's the rules saw (None: they
+    read none, and it is found once the answer is sent)."""
     now, book, namespace = call
     contexts, unknown, decision = found
     full, pod = args.nodes is not None, args.pod

@@ -77,7 +77,7 @@ async def _decide(extender: Extender, request: Request, verb: Verb) -> Response:
             extender.observer.decision, verb, args.pod, decision, len(args.names), seconds, passed=passed
         )
         then = None
-        if now:  # the time is fixed only for a call handed on to the shadow book or the recording
+        if now:  # the time is fixed only for a call handed on (`_now`)
             then = hand_on.answered(
                 extender, verb, args, (now, book, namespace), (contexts, unknown, decision), estimate
             )
