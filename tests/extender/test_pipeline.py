@@ -17,14 +17,16 @@ decision, the call handed on. `Extender` may offer lookups in the caches it hold
 estimate), and the evaluation thread a `Call` runs in, but no step of its own."""
 
 
+def methods(source: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The methods of the `Extender` class in `source`."""
+    (state,) = [node for node in ast.parse(source).body if isinstance(node, ast.ClassDef) and node.name == "Extender"]
+    return [node for node in state.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
+
+
 def steps_in(source: str) -> list[str]:
     """The methods of the `Extender` class in `source` that take a request's own input (by name or by type)."""
-    tree = ast.parse(source)
-    (state,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Extender"]
     found = []
-    for method in state.body:
-        if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
+    for method in methods(source):
         arguments = method.args
         for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
             annotation = ast.unparse(argument.annotation) if argument.annotation is not None else ""
@@ -34,16 +36,9 @@ def steps_in(source: str) -> list[str]:
     return found
 
 
-def methods_of(source: str) -> set[str]:
-    """The names of the `Extender` class's methods in `source`."""
-    tree = ast.parse(source)
-    (state,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Extender"]
-    return {node.name for node in state.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
-
-
-def returns_in(source: str, methods: set[str]) -> dict[str, list[str]]:
-    """Each function of `source` that calls one of `Extender`'s `methods` (on `extender`) more than once, with
-    those methods."""
+def returns_in(source: str, offers: set[str]) -> dict[str, list[str]]:
+    """Each function of `source` that calls one of `Extender`'s methods (`offers`, on `extender`) more than once,
+    with those methods."""
     found = {}
     for function in ast.walk(ast.parse(source)):
         if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -55,7 +50,7 @@ def returns_in(source: str, methods: set[str]) -> dict[str, list[str]]:
             and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Name)
             and node.func.value.id == "extender"
-            and node.func.attr in methods
+            and node.func.attr in offers
         )
         again = sorted(name for name, count in calls.items() if count > 1)
         if again:
@@ -68,8 +63,8 @@ def test_the_shared_state_takes_no_step_of_a_request() -> None:
 
 
 def test_no_verb_returns_to_the_shared_state_twice_for_the_same_thing() -> None:
-    methods = methods_of((EXTENDER / "state.py").read_text())
-    assert returns_in((EXTENDER / "routes.py").read_text(), methods) == {}
+    offers = {method.name for method in methods((EXTENDER / "state.py").read_text())}
+    assert returns_in((EXTENDER / "routes.py").read_text(), offers) == {}
 
 
 HUB = """
@@ -91,4 +86,4 @@ async def explain_verb(extender: Extender, request: Request) -> Response:
 
 def test_the_checks_see_a_step_on_the_shared_state_and_a_verb_returning_to_it() -> None:
     assert steps_in(HUB) == ["body", "args", "candidates", "reserve"]
-    assert returns_in(HUB, methods_of(HUB)) == {"explain_verb": ["namespace"]}
+    assert returns_in(HUB, {method.name for method in methods(HUB)}) == {"explain_verb": ["namespace"]}
