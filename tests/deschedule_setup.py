@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rulesched.cluster.auditor import Auditor, AuditSources
-from rulesched.cluster.descheduler import DescheduleOptions, Descheduler
-from rulesched.cluster.eviction import ApiEvicter
 from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.lease import Elector, LeaseClient, LeaseTimes
 from rulesched.cluster.placement_view import PlacementViews
 from rulesched.cluster.podcache import PodCache
 from rulesched.cluster.pods import PodIndex
+from rulesched.controllers.audit.auditor import Auditor, AuditSources
+from rulesched.controllers.audit.descheduler import DescheduleOptions, Descheduler
 from rulesched.rules.cel import make_engine
 from rulesched.rules.store import RuleStore
+from rulesched.writes.evict import ApiEvicter
+from rulesched.writes.lease import Elector, LeaseClient, LeaseTimes
 from tests.builders import rule_set, write_rules
 from tests.kubeapi import KubeAPI, make_cache, wait_for
 

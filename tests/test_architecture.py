@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 from pathlib import Path
 
 import pytest
@@ -11,32 +12,63 @@ from tests.paths import REPO
 
 PACKAGE = REPO / "rulesched"
 
+ABOVE_DECIDE = (
+    "rulesched.handoff",
+    "rulesched.cluster",
+    "rulesched.writes",
+    "rulesched.controllers",
+    "rulesched.extender",
+    "rulesched.tools",
+    "rulesched.cli",
+)
+"""Every floor above the decision: what an answered call hands on, the cluster it reads, what writes to it, and the
+edges."""
+
 # package prefix → rulesched packages it must not import
 FORBIDDEN_LAYERS = {
-    "rulesched.rules": (
-        "rulesched.decide",
-        "rulesched.cluster",
-        "rulesched.extender",
-        "rulesched.tools",
-        "rulesched.cli",
-    ),
-    "rulesched.decide": ("rulesched.cluster", "rulesched.extender", "rulesched.tools", "rulesched.cli"),
-    "rulesched.cluster": ("rulesched.extender", "rulesched.tools", "rulesched.cli"),
-    # The HTTP edge does not stand on the command-line wing: a Decision explains itself.
-    "rulesched.extender": ("rulesched.tools", "rulesched.cli"),
-    # The rule authors' tools stand beside the HTTP edge, not on it (a recording's format is shared below both).
-    "rulesched.tools": ("rulesched.cli", "rulesched.extender"),
-    # The shadow controller stands below the HTTP edge, which composes it; what both need (the answered call, the
-    # moments between requests) is the handoff floor below both.
-    "rulesched.controllers.shadow": ("rulesched.extender", "rulesched.tools", "rulesched.cli"),
-    "rulesched.handoff": (
-        "rulesched.cluster",
+    "rulesched.rules": ("rulesched.decide", *ABOVE_DECIDE),
+    "rulesched.decide": ABOVE_DECIDE,
+    # The cluster package reads; what writes stands on it, never the other way.
+    "rulesched.cluster": (
+        "rulesched.writes",
         "rulesched.controllers",
         "rulesched.extender",
         "rulesched.tools",
         "rulesched.cli",
     ),
-    "rulesched.recording_format": ("rulesched.rules", "rulesched.decide", "rulesched.cluster", "rulesched.extender"),
+    # The writers stand on the client, the rules and the settings only: what decides a write is above them.
+    "rulesched.writes": (
+        "rulesched.decide",
+        "rulesched.controllers",
+        "rulesched.extender",
+        "rulesched.tools",
+        "rulesched.cli",
+    ),
+    # A controller is composed by the server, never the other way (one controller never imports another:
+    # `test_no_controller_imports_another`).
+    "rulesched.controllers": ("rulesched.extender", "rulesched.tools", "rulesched.cli"),
+    # The HTTP edge does not stand on the command-line wing: a Decision explains itself.
+    "rulesched.extender": ("rulesched.tools", "rulesched.cli"),
+    # The rule authors' tools stand beside the HTTP edge, not on it (a recording's format is shared below both).
+    "rulesched.tools": ("rulesched.cli", "rulesched.extender"),
+    # What the HTTP edge hands on once a call is answered (the answered call, the moments between requests) is a
+    # floor below both the edge and the controllers that work from it (the shadow rules), on the decision only.
+    "rulesched.handoff": (
+        "rulesched.cluster",
+        "rulesched.writes",
+        "rulesched.controllers",
+        "rulesched.extender",
+        "rulesched.tools",
+        "rulesched.cli",
+    ),
+    "rulesched.recording_format": (
+        "rulesched.rules",
+        "rulesched.decide",
+        "rulesched.cluster",
+        "rulesched.writes",
+        "rulesched.controllers",
+        "rulesched.extender",
+    ),
     # The two CEL engines never import each other; make_engine() composes them.
     "rulesched.rules.cel.cpp": ("rulesched.rules.cel.celpy_engine", "rulesched.rules.cel.celpy_functions"),
     "rulesched.rules.cel.celpy_engine": ("rulesched.rules.cel.cpp",),
@@ -62,7 +94,8 @@ OWNERS = {
     "celpy": ("rulesched.rules.cel",),
     "lark": ("rulesched.rules.cel",),
     "re2": ("rulesched.rules.cel.libs.regex",),
-    "kubernetes": ("rulesched.cluster",),
+    "kubernetes": ("rulesched.cluster", "rulesched.writes"),
+    # A controller's own HTTP and metrics surface sits beside it, in its package.
     "starlette": ("rulesched.extender", "rulesched.controllers"),
     "uvicorn": ("rulesched.extender",),
     "prometheus_client": ("rulesched.extender", "rulesched.controllers"),
@@ -252,3 +285,151 @@ def test_the_parameter_count_sees_every_kind_of_parameter() -> None:
     (function,) = ast.parse("def f(self, a, /, b, *c, d, **e): pass").body
     assert isinstance(function, ast.FunctionDef)
     assert parameters(function) == 5
+
+
+def controller_of(module: str) -> str | None:
+    """The controller package `module` belongs to (`rulesched.controllers.<name>`), None outside one."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["rulesched", "controllers"] else None
+
+
+def other_controllers(module: str, found: set[str]) -> list[str]:
+    """The imports among `found` of another controller than `module`'s own."""
+    own = controller_of(module)
+    return sorted(i for i in found if controller_of(i) not in (None, own))
+
+
+def test_no_controller_imports_another() -> None:
+    """Each controller is its own package: what two share is below them (cluster, writes, decide)."""
+    found = {module: other_controllers(module, imports(path)) for module, path in MODULES if controller_of(module)}
+    assert {module: others for module, others in found.items() if others} == {}
+
+
+def test_the_controller_check_sees_a_controller_importing_another(tmp_path: Path) -> None:
+    module = tmp_path / "controller.py"
+    module.write_text("from rulesched.controllers.audit.auditor import Auditor\nimport rulesched.cluster.pods\n")
+    found = imports(module)
+    assert other_controllers("rulesched.controllers.requeue.controller", found) == [
+        "rulesched.controllers.audit.auditor",
+        "rulesched.controllers.audit.auditor.Auditor",
+    ]
+    assert other_controllers("rulesched.controllers.audit.descheduler", found) == []
+
+
+def write_verbs() -> frozenset[str]:
+    """Every write method of the kubernetes client's API classes (create_, patch_, replace_, delete_, and their
+    `_with_http_info` forms), read from the pinned client itself: a new API group's writes are in it."""
+    import kubernetes.client.api
+
+    return frozenset(
+        name
+        for _, api in inspect.getmembers(kubernetes.client.api, inspect.isclass)
+        for name, _ in inspect.getmembers(api, inspect.isfunction)
+        if name.startswith(("create_", "patch_", "replace_", "delete_"))
+    )
+
+
+WRITE_MODELS = frozenset({"V1Eviction", "V1Binding"})
+"""The client's models that are only ever sent to write (an eviction, a binding)."""
+READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+def writes_in(path: Path, verbs: frozenset[str]) -> list[str]:
+    """Where `path` writes to the API (`name:line`): an attribute or a string named as a write verb, a write-only
+    model, a raw `call_api` with any method but GET or HEAD."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and (node.attr in verbs or node.attr in WRITE_MODELS):
+            found.append(f"{node.attr}:{node.lineno}")
+        elif isinstance(node, ast.Name) and node.id in WRITE_MODELS:
+            found.append(f"{node.id}:{node.lineno}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in verbs:
+            found.append(f"{node.value}:{node.lineno}")  # getattr(api, "patch_namespaced_pod")
+        elif isinstance(node, ast.ImportFrom):
+            found += [f"{a.name}:{node.lineno}" for a in node.names if a.name in WRITE_MODELS]
+        elif isinstance(node, ast.Call) and _raw_write(node):
+            found.append(f"call_api:{node.lineno}")
+    return sorted(found, key=lambda where: int(where.rsplit(":", 1)[1]))
+
+
+def _raw_write(call: ast.Call) -> bool:
+    """A raw `call_api(path, method, ...)` whose method is not a constant GET or HEAD."""
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    if name != "call_api":
+        return False
+    methods = [k.value for k in call.keywords if k.arg == "method"] + call.args[1:2]
+    return not methods or not (isinstance(methods[0], ast.Constant) and methods[0].value in READ_METHODS)
+
+
+def test_only_the_writers_call_a_write_verb() -> None:
+    """Every write to the cluster goes through `rulesched/writes/`: no other module names a write verb of the
+    kubernetes client, builds an Eviction or a Binding, or writes through a raw `call_api`."""
+    verbs = write_verbs()
+    found = {m: writes_in(p, verbs) for m, p in MODULES if not m.startswith("rulesched.writes")}
+    assert {module: where for module, where in found.items() if where} == {}
+
+
+def test_the_writers_are_seen_writing() -> None:
+    """The check finds the writes where they are (an empty verb list would pass everything)."""
+    verbs = write_verbs()
+    assert {"create_namespaced_pod_binding", "patch_namespaced_pod_with_http_info", "delete_node"} <= verbs
+    assert "read_namespaced_pod" not in verbs
+    writers = {m: writes_in(p, verbs) for m, p in MODULES if m.startswith("rulesched.writes.")}
+    assert all(writers.values()), writers
+
+
+def test_the_write_check_sees_every_kind_of_write(tmp_path: Path) -> None:
+    module = tmp_path / "sneaky.py"
+    module.write_text(
+        "from kubernetes.client import CoreV1Api, V1Eviction\n"
+        "def write(api, client, body):\n"
+        "    CoreV1Api(api).patch_namespaced_pod('p', 'ns', body)\n"
+        "    client.delete_namespaced_pod_with_http_info('p', 'ns')\n"
+        "    getattr(CoreV1Api(api), 'replace_namespaced_lease')\n"
+        "    V1Eviction(metadata=None)\n"
+        "    kubernetes.client.V1Binding()\n"
+        "    api.call_api('/api/v1/namespaces/ns/pods/p', 'DELETE')\n"
+        "    api.call_api('/api/v1/nodes', method=method)\n"
+        "    api.call_api('/api/v1/nodes', 'GET')\n"
+        "    CoreV1Api(api).read_namespaced_pod('p', 'ns')\n"
+    )
+    assert writes_in(module, write_verbs()) == [
+        "V1Eviction:1",
+        "patch_namespaced_pod:3",
+        "delete_namespaced_pod_with_http_info:4",
+        "replace_namespaced_lease:5",
+        "V1Eviction:6",
+        "V1Binding:7",
+        "call_api:8",
+        "call_api:9",
+    ]
+
+
+FOLDER_MODULES = 20
+"""No folder of the package holds more modules: a larger one is split by what its parts do."""
+FOLDERS_OVER = {"rulesched/tools": 30, "rulesched/cluster": 25, "rulesched/extender": 22}
+"""Today's folders over the limit and their sizes, to be split when next changed: none may grow, none may join."""
+
+
+def folder_sizes(root: Path, base: Path = REPO) -> dict[str, int]:
+    """Each folder under `root` (named relative to `base`) and how many modules it holds directly."""
+    folders = [root, *(p for p in root.rglob("*") if p.is_dir() and p.name != "__pycache__")]
+    return {folder.relative_to(base).as_posix(): len(list(folder.glob("*.py"))) for folder in folders}
+
+
+def folders_over(sizes: dict[str, int]) -> dict[str, int]:
+    """The folders over `FOLDER_MODULES`, past what `FOLDERS_OVER` allows them."""
+    return {f: n for f, n in sizes.items() if n > max(FOLDER_MODULES, FOLDERS_OVER.get(f, 0))}
+
+
+def test_no_folder_holds_more_modules_than_the_limit() -> None:
+    assert folders_over(folder_sizes(PACKAGE)) == {}
+
+
+def test_the_folder_check_sees_a_large_folder(tmp_path: Path) -> None:
+    for folder, count in (("rulesched/small", FOLDER_MODULES), ("rulesched/small/big", FOLDER_MODULES + 1)):
+        (tmp_path / folder).mkdir(parents=True)
+        for index in range(count):
+            (tmp_path / folder / f"m{index}.py").write_text('"""A module."""\n')
+    assert folders_over(folder_sizes(tmp_path / "rulesched", tmp_path)) == {"rulesched/small/big": FOLDER_MODULES + 1}
+    assert folders_over({"rulesched/cluster": FOLDERS_OVER["rulesched/cluster"] + 1}) != {}, "an exception grew"

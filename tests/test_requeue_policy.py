@@ -23,9 +23,8 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from rulesched.cluster.nudge import FIELD_MANAGER, Nudge, patch_body
-from rulesched.cluster.requeue import ANNOTATION, change_id
 from rulesched.rules.cel import ENGINE_NAMES, Engine, make_engine
+from rulesched.writes.nudge import ANNOTATION, FIELD_MANAGER, Nudge, change_id, patch_body
 from tests.admission import RbacAuthorizer, applies
 from tests.paths import APISERVER_FIXTURES, POD_FIXTURES, REPO
 from tests.test_deploy import API_CALLS, KUBERNETES_VERSION, NAMESPACE, SERVICE_ACCOUNT, grants, kubectl, one

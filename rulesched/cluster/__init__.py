@@ -1,10 +1,16 @@
-"""Cluster state: where nodes and metrics come from (files or a live cluster) and the node contexts."""
+"""Cluster state: where nodes and metrics come from (files or a live cluster) and the node contexts.
+
+This package only reads the cluster: every write is in `rulesched.writes`, which stands on it. A binder
+(`--enable-bind`) is made by a function the server gives `build_cluster` (`bind`), so that the Cluster it
+builds carries one without this package knowing the writer.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rulesched.cluster.custom import CustomValues
 from rulesched.cluster.namespaces import FileNamespaceSource
@@ -60,11 +66,16 @@ class Cluster:
             self.access.close()
 
 
-def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Cluster:
+MakeBinder = Callable[[Any], Binder]
+"""Makes the Binder of `--enable-bind` from the API client (`writes.bind.ApiBinder`)."""
+
+
+def build_cluster(settings: Settings, env: KubeEnvironment | None = None, *, bind: MakeBinder | None = None) -> Cluster:
     """The sources `settings` ask for: a live cluster, offline files, or none at all (full mode only).
 
     A file wins over the cluster for what it provides (`--metrics` is taken as current). `env` says where
-    credentials are looked for (default: this process's environment, home directory and service account).
+    credentials are looked for (default: this process's environment, home directory and service account);
+    `bind` makes the binder `--enable-bind` asks for, given the API client (without it, no binding).
     Raises SourceError (ClusterConfigError for credentials) when something asked for cannot be used.
     """
     nodes: NodeSource | None = FileNodeSource(settings.nodes_file) if settings.nodes_file else None
@@ -85,7 +96,8 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None) -> Clu
     parts = [access.describe() if access else "no cluster"]
     binder: Binder | None = None
     if access is not None:
-        nodes, metrics, binder = _live_sources(settings, access, nodes, metrics, parts)
+        nodes, metrics = _live_sources(settings, access, nodes, metrics, parts)
+        binder = _binder(settings, access, bind, parts)
     elif settings.enable_bind:
         parts.append("no binding (--enable-bind needs a cluster)")
     if settings.nodes_file:
@@ -187,9 +199,8 @@ def _live_pods(
 
 def _live_sources(
     settings: Settings, access: KubeAccess, nodes: NodeSource | None, metrics: MetricsSource | None, parts: list[str]
-) -> tuple[NodeSource | None, MetricsSource | None, Binder | None]:
+) -> tuple[NodeSource | None, MetricsSource | None]:
     """The API-backed sources for what no file provides, described in `parts`."""
-    from rulesched.cluster.binder import ApiBinder
     from rulesched.cluster.metrics_server import MetricsServerSource
     from rulesched.cluster.nodecache import NodeCache, NodeCacheOptions
 
@@ -204,7 +215,12 @@ def _live_sources(
     if metrics is None:
         metrics = MetricsServerSource(access.api, interval=settings.metrics_interval, max_age=settings.metrics_max_age)
         parts.append(f"metrics from metrics-server every {settings.metrics_interval:g}s")
-    binder = ApiBinder(access.api) if settings.enable_bind else None
-    if binder is not None:
-        parts.append("binding through the API")
-    return nodes, metrics, binder
+    return nodes, metrics
+
+
+def _binder(settings: Settings, access: KubeAccess, bind: MakeBinder | None, parts: list[str]) -> Binder | None:
+    """The binder `--enable-bind` asks for, made by `bind` (the writer, given by the server), described in `parts`."""
+    if not settings.enable_bind or bind is None:
+        return None
+    parts.append("binding through the API")
+    return bind(access.api)

@@ -70,6 +70,12 @@ class Binder(Protocol):
         """Bind the pod to the node; "" on success, else the API's reason. May block."""
 
 
+def node_names(nodes: NodeSource) -> list[str]:
+    """Every node the source knows (none for a source that cannot list them)."""
+    names = getattr(nodes, "names", None)
+    return list(names()) if callable(names) else []
+
+
 def without_managed_fields(node: Mapping[str, Any]) -> Mapping[str, Any]:
     """The node without `metadata.managedFields`: server-side apply bookkeeping, often a third or more of
     a node's bytes, that no scheduling rule reads (kube-scheduler's informers drop it too)."""

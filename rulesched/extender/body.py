@@ -5,8 +5,12 @@ sends more, or stops sending, gets a clear error (413, 408) and costs nothing mo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 
 from starlette.requests import ClientDisconnect, Request
+
+from rulesched.extender.connection import BODY_ARRIVED
+from rulesched.settings import Settings
 
 
 class BodyTooLargeError(Exception):
@@ -15,6 +19,13 @@ class BodyTooLargeError(Exception):
 
 class BodyTimeoutError(Exception):
     """The request body did not arrive within `--body-timeout` (a client that stopped sending)."""
+
+
+def body_of(request: Request, settings: Settings) -> Coroutine[object, object, bytes]:
+    """The request's whole body, at most `--max-body-bytes`, arrived within `--body-timeout`: `read_body`'s
+    coroutine, awaited by the verb (no frame of its own)."""
+    arrived = bool(request.scope.get(BODY_ARRIVED))
+    return read_body(request, settings.max_body_bytes, settings.body_timeout, arrived)
 
 
 async def read_body(request: Request, limit: int, timeout: float, arrived: bool) -> bytes:

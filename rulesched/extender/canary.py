@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rulesched.cluster import Cluster
-from rulesched.cluster.audit import node_names
 from rulesched.cluster.contexts import NodeContexts
+from rulesched.cluster.sources import node_names
 from rulesched.decide.canary import Verdict, canary, trials
 from rulesched.decide.verbs import Call
 from rulesched.rules.book import RuleBook

@@ -5,7 +5,7 @@ uvicorn times out only idle keep-alive connections. A client that connects and s
 part of a request's headers and stops ("slow loris"), would hold its connection and its file descriptor
 for as long as it likes: a few hundred of them exhaust the process's descriptors and no one else is
 answered. Here a request's headers must arrive within `--body-timeout` of its first byte (or of the
-connection, for the first request); the body then has the same time again (`Extender.body`). A client
+connection, for the first request); the body then has the same time again (`body.body_of`). A client
 that misses it gets a 408 and its connection is closed.
 
 Each connection also says when it is reading or answering a request (`Idle`, from a request's first byte to
@@ -44,7 +44,7 @@ def timeout_answer(seconds: float) -> bytes:
 
 BODY_ARRIVED = "rulesched.body_arrived"
 """A request's ASGI scope key, true once its whole body has arrived: `receive()` then returns it at once, and
-the extender reads it without setting a timer (`Extender.body`)."""
+the extender reads it without setting a timer (`body.body_of`)."""
 
 
 def connection_protocol(

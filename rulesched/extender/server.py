@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import ssl
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from starlette.applications import Starlette
 
 from rulesched.cluster import Cluster, build_cluster
-from rulesched.cluster.sources import SourceError
+from rulesched.cluster.sources import Binder, SourceError
+from rulesched.controllers.audit import http as audit_http
+from rulesched.controllers.audit.controller import build_auditor
 from rulesched.controllers.shadow import Shadow
-from rulesched.extender import audit_http
+from rulesched.decide.verbs import Call, Verb
 from rulesched.extender.app import create_app
 from rulesched.extender.canary import RecentPods, ReloadCanary
 from rulesched.extender.connection import connection_protocol
@@ -31,12 +34,13 @@ from rulesched.extender.refresh import Refresher
 from rulesched.extender.state import Extender
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import Engine, Limits, make_engine
+from rulesched.rules.context import NodeContext
 from rulesched.rules.reloader import Reloader
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
 from rulesched.settings import Settings
 
 if TYPE_CHECKING:
-    from rulesched.extender.requeue import Requeue
+    from rulesched.controllers.requeue.controller import Requeue
 
 log = logging.getLogger("rulesched")
 
@@ -70,7 +74,7 @@ def build(settings: Settings) -> Parts:
         errors = "\n".join(str(e) for e in store.last_rejected.errors)
         raise StartupError(f"the rules in {_listed(settings.rules_dir)} do not load:\n{errors}")
     try:
-        cluster = build_cluster(settings)
+        cluster = build_cluster(settings, bind=_api_binder)
     except SourceError as error:
         raise StartupError(str(error)) from error
     _follow_metric_sources(store, cluster)
@@ -91,8 +95,8 @@ def build(settings: Settings) -> Parts:
         extender.recorder = Recorder(settings.record_dir, record, extender.idle, metrics)
     refresher = Refresher(extender, metrics) if settings.refresh_ahead else None
     requeue = _requeue(settings, extender, metrics)
-    auditor = app.state.auditor = audit_http.build_auditor(settings, store, cluster)
-    audit_http.install(app.router.routes, metrics, auditor)
+    auditor = app.state.auditor = build_auditor(settings, store, cluster)
+    audit_http.install(app.router.routes, metrics.registry, auditor)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -137,10 +141,35 @@ def _requeue(settings: Settings, extender: Extender, metrics: Metrics) -> Requeu
         raise StartupError("--requeue needs a cluster, and none was found (give --kubeconfig or --cluster on)")
     # Imported only here: its nudges import the kubernetes client (half a second and about 30 MB), which a
     # server without a cluster never needs.
-    from rulesched.extender.requeue import Requeue
+    from rulesched.controllers.requeue.controller import Requeue
 
-    extender.requeue = Requeue(extender, settings, metrics, access.api)
-    return extender.requeue
+    passing = functools.partial(_passing, extender)
+    requeue = Requeue(extender.store, extender.cluster, passing, settings, metrics.registry, access.api)
+    extender.requeue = requeue
+    return requeue
+
+
+async def _passing(
+    extender: Extender, book: RuleBook, pod: Mapping[str, Any], names: Sequence[str]
+) -> list[NodeContext]:
+    """The candidates among `names` on which `pod` passes the filters now, for the requeue controller: the
+    routes' own evaluation (`Extender.evaluate`, as /filter calls it), so that a change of the engine changes
+    this one place."""
+    contexts, unknown = await extender.in_evaluator(len(names), lambda: extender.contexts.for_names(names))
+    if not contexts:
+        return []
+    deadline, namespace = extender.deadline(), extender.namespace(pod)
+    call = Call(pod, contexts, Verb.FILTER, None, deadline, namespace, True, None if unknown else names)
+    decision = await extender.evaluate(book, call)
+    passed = set(decision.outcome()[0])
+    return [context for context in contexts if context.name in passed]
+
+
+def _api_binder(api: Any) -> Binder:
+    """`--enable-bind`'s binder, through the API (imported only with a cluster: the kubernetes client is heavy)."""
+    from rulesched.writes.bind import ApiBinder
+
+    return ApiBinder(api)
 
 
 def _started(requeue: Requeue | None) -> asyncio.Task[None] | None:

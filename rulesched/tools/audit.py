@@ -1,9 +1,9 @@
 """`rulesched audit`: which running pods the rules put in violation, from files, as the server's audit does.
 
 The pods of a PodList on the nodes of a NodeList, with a metrics file and a NamespaceList when given
-(or the latest state a recording saw of each node), are audited through `cluster.audit.audit_node`, the
-server's own audit: the JSON is the same as `GET /audit`'s. In a rules pull request it answers the question
-replay cannot: which pods already running would the new rules reject where they run (`--fail-on`).
+(or the latest state a recording saw of each node), are audited through the server's own audit
+(`controllers.audit.audit.audit_node`): the JSON is the same as `GET /audit`'s. In a rules pull request it
+answers the question replay cannot: which pods already running would the new rules reject where they run (`--fail-on`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from rulesched.cluster.audit import Violation, audit_node, audited_filters, counts, report
+from rulesched.controllers.audit.audit import Violation, audit_node, audited_filters, counts, report
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import EngineName, make_engine
 from rulesched.rules.context import NodeContext

@@ -13,12 +13,12 @@ import pytest
 import trustme
 
 from rulesched.cluster import Cluster, build_cluster
-from rulesched.cluster.binder import ApiBinder
 from rulesched.cluster.kube import ClusterConfigError, KubeEnvironment, find_config
 from rulesched.cluster.metrics_server import MetricsServerSource
 from rulesched.cluster.nodecache import NodeCache
 from rulesched.cluster.sources import FileMetricsSource, FileNodeSource
 from rulesched.settings import Settings
+from rulesched.writes.bind import ApiBinder
 from tests.kubeapi import TOKEN, KubeAPI, wait_for, write_kubeconfig
 from tests.paths import APISERVER_FIXTURES, EXAMPLES, RULES
 from tests.server import running
@@ -49,7 +49,7 @@ def built() -> Iterator[list[Cluster]]:
 
 
 def build(clusters: list[Cluster], config: Settings, env: KubeEnvironment) -> Cluster:
-    cluster = build_cluster(config, env)
+    cluster = build_cluster(config, env, bind=ApiBinder)
     clusters.append(cluster)
     return cluster
 
@@ -135,6 +135,29 @@ def test_cluster_on_with_a_nodes_file_takes_metrics_and_binding_from_the_api(
     api.add_pod("default", "web-1", "uid-web-1")
     assert cluster.binder.bind("default", "web-1", "uid-web-1", "node-a") == ""
     assert api.pod("default", "web-1").node == "node-a"
+
+
+def test_the_binder_is_made_by_the_writer_the_server_gives(
+    api: KubeAPI, kubeconfig: Path, nowhere: KubeEnvironment, built: list[Cluster]
+) -> None:
+    """The cluster package only reads: the binder comes from the function given (`writes.bind.ApiBinder`)."""
+    config = Settings(cluster="on", kubeconfig=kubeconfig, nodes_file=NODES_FILE, enable_bind=True)
+    made: list[object] = []
+
+    def bind(client: object) -> ApiBinder:
+        made.append(client)
+        return ApiBinder(client)
+
+    cluster = build_cluster(config, nowhere, bind=bind)
+    built.append(cluster)
+    assert isinstance(cluster.binder, ApiBinder)
+    assert cluster.access is not None
+    assert made == [cluster.access.api]
+    assert "binding through the API" in cluster.description
+    unbound = build_cluster(config, nowhere)
+    built.append(unbound)
+    assert unbound.binder is None
+    assert "binding" not in unbound.description
 
 
 def test_metrics_file_wins_over_metrics_server(

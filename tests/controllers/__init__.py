@@ -1,1 +1,1 @@
-"""Tests of `rulesched.controllers`: each controller over a real server and in process."""
+"""Tests of `rulesched.controllers`: each controller against the loopback API and a real server."""

@@ -16,13 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from rulesched.cluster import Cluster
 from rulesched.cluster.pods import PodIndex
 from rulesched.decide.decision import Decision, NodeDecision
-from rulesched.extender.observe import Observer
-from rulesched.extender.state import Extender
-from rulesched.rules.cel import make_engine
-from rulesched.rules.store import RuleStore
+from rulesched.extender.hand_on import reserve
 from rulesched.settings import Settings
 from tests.builders import make_pod
 from tests.kubeapi import KubeAPI, wait_for
@@ -204,11 +200,8 @@ def test_a_pod_counts_on_the_one_node_ranked_first_and_on_none_when_tied(
     scores: dict[str, int | None], counted_on: str | None
 ) -> None:
     index = PodIndex()
-    cluster = Cluster(nodes=None, metrics=None, binder=None, description="test", pods=index)
-    store = RuleStore([RULES], make_engine("cpp"))
-    extender = Extender(Settings(rules_dir=RULES, cluster="off"), store, cluster, Observer())
     decision = Decision(1, [], {name: NodeDecision(name, score=score) for name, score in scores.items()})
     pod = make_pod(name="r-0", requests={"cpu": "1"})
-    extender.reserve(pod, decision)
+    reserve(index, pod, decision)
     counted = {name for name in scores if index.node_pods(name, None).recent["count"] == 1.0}
     assert counted == ({counted_on} if counted_on else set())

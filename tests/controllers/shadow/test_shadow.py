@@ -224,6 +224,20 @@ def test_without_shadow_rules_there_is_no_shadow_summary(tmp_path: Path) -> None
     assert explain.status_code == 404
 
 
+def test_shadow_answers_carry_the_headers_of_every_json_answer(shadowed: RunningServer, tmp_path: Path) -> None:
+    """GET /shadow answers from the controller's own surface exactly as the HTTP edge answers JSON (GET /rules),
+    with shadow rules and without (its 404)."""
+    with httpx.Client(base_url=shadowed.url) as client:
+        answers = [(client.get("/shadow"), client.get("/rules"))]
+    with running(settings(tmp_path / "none")) as server, httpx.Client(base_url=server.url) as client:
+        answers.append((client.get("/shadow"), client.get("/rules")))
+    assert [answer.status_code for answer, _ in answers] == [200, 404]
+    for answer, rules in answers:
+        assert list(answer.headers.keys()) == list(rules.headers.keys())
+        assert answer.headers["content-type"] == rules.headers["content-type"] == "application/json"
+        assert int(answer.headers["content-length"]) == len(answer.content)
+
+
 def test_explain_shadow_needs_a_server_and_a_server_with_shadow_rules(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,13 +18,15 @@ from typing import Any
 import httpx
 import pytest
 
-from rulesched.cluster.requeue import ANNOTATION
 from rulesched.settings import Settings
+from rulesched.writes.nudge import ANNOTATION
 from tests.builders import make_pod
 from tests.kubeapi import KubeAPI, wait_for
 from tests.server import RunningServer, running
 
 NAMESPACE = "fx-alpha"
+NUDGER = "rulesched.controllers.requeue.nudger"
+"""The logger of the nudge thread, whose warnings say why nudges are refused."""
 CANDIDATES = ["node-a", "node-b", "node-c"]
 QUIET_CPU = """\
 apiVersion: rulesched.io/v1alpha1
@@ -303,7 +305,7 @@ def test_a_403_is_one_clear_log_line_not_a_crash(
         wait_for(lambda: metric(server, 'rulesched_requeue_nudges_total{outcome="forbidden"}') == 3, what="count")
         assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
         assert remembered(server) == 3  # kept: a later change may nudge them once the overlay is applied
-    warnings = [r for r in caplog.records if r.name == "rulesched.cluster.nudge" and r.levelno >= logging.WARNING]
+    warnings = [r for r in caplog.records if r.name == NUDGER and r.levelno >= logging.WARNING]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     assert "deploy/overlays/requeue/" in warnings[0].getMessage()
     assert "cannot patch resource" in warnings[0].getMessage()
@@ -336,7 +338,7 @@ def test_an_unreachable_api_is_a_failed_nudge_counted_and_logged_once(
         wait_for(lambda: metric(server, 'rulesched_requeue_nudges_total{outcome="failed"}') == 2, timeout=BOUND * 2)
         assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
         assert remembered(server) == 2  # kept for the next change
-    failures = [r for r in caplog.records if r.name == "rulesched.cluster.nudge" and r.levelno >= logging.WARNING]
+    failures = [r for r in caplog.records if r.name == NUDGER and r.levelno >= logging.WARNING]
     assert len(failures) == 1, [r.getMessage() for r in failures]
     assert "failed" in failures[0].getMessage()
 

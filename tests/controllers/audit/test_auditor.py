@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rulesched.cluster.auditor import Auditor, AuditPace, AuditSources
 from rulesched.cluster.pods import FilePodSource
 from rulesched.cluster.sources import FileNodeSource
+from rulesched.controllers.audit.auditor import Auditor, AuditPace, AuditSources
 from rulesched.decide.fast import prepared
 from rulesched.rules.cel import make_engine
 from rulesched.rules.store import RuleStore

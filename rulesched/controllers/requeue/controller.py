@@ -2,14 +2,14 @@
 nudged to retry one the moment a rule would let it through (docs/operations/requeue.md).
 
 After a filter answer with no passing node, the pod and its candidates' names are remembered
-(`cluster.requeue.RejectedPods`); a later filter call for the pod forgets it. A task on the event loop looks
+(`memory.RejectedPods`); a later filter call for the pod forgets it. A task on the event loop looks
 at the sources every `TICK` seconds: the rules' generation, the metrics poll, the node, pod and Prometheus
 values' change logs. Each change is marked on the remembered pods (a node or pod change: only the
 candidates it concerns), and each step evaluates at most `--requeue-batch` marked pods through the
-routes' own evaluation (`passing`: the one call into the engine). A pod that now passes somewhere is handed
-to the nudge thread (`cluster.nudge`), which patches its annotation within the rate limit; its outcome is
-counted, logged on the decision log, and a 404 or 409 forgets the pod. Nothing here runs on a request's
-path: the filter route only hands the pod on, after its answer is sent.
+routes' own evaluation (`Passing`, given by the server: the one call into the engine). A pod that now passes
+somewhere is handed to the nudge thread (`nudger.Nudger`), which patches its annotation within the rate
+limit (`writes/nudge.py`); its outcome is counted, logged on the decision log, and a 404 or 409 forgets the
+pod. Nothing here runs on a request's path: the filter route only hands the pod on, after its answer is sent.
 """
 
 from __future__ import annotations
@@ -18,80 +18,51 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, get_args
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
-from rulesched.cluster.nudge import Nudge, NudgeOutcome, Nudger
+from rulesched.cluster import Cluster
 from rulesched.cluster.pods import PodIndex, pod_key
-from rulesched.cluster.requeue import Change, Rejected, RejectedPods, TokenBucket, change_id, rejected_key
-from rulesched.decide.verbs import Call, Verb
-from rulesched.extender.metrics import Metrics
-from rulesched.extender.state import Extender
+from rulesched.controllers.requeue.memory import Change, Rejected, RejectedPods, TokenBucket, rejected_key
+from rulesched.controllers.requeue.metrics import RequeueMetrics
+from rulesched.controllers.requeue.nudger import Nudger
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
 from rulesched.rules.pod_values import pod_identity
+from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
+from rulesched.writes.nudge import Nudge, NudgeOutcome, change_id
 
 log = logging.getLogger(__name__)
 decision_log = logging.getLogger("rulesched.decision")
 
 TICK = 0.05
 """Seconds between two looks at the sources (a few microseconds each when nothing changed)."""
-DELAY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
-async def passing(
-    extender: Extender, book: RuleBook, pod: Mapping[str, Any], names: Sequence[str]
-) -> list[NodeContext]:
-    """The candidates among `names` on which `pod` passes the filters now: the routes' own evaluation
-    (`Extender.evaluate`, as /filter calls it), so that a change of the engine changes this one place."""
-    contexts, unknown = await extender.in_evaluator(len(names), lambda: extender.contexts.for_names(names))
-    if not contexts:
-        return []
-    deadline, namespace = extender.deadline(), extender.namespace(pod)
-    call = Call(pod, contexts, Verb.FILTER, None, deadline, namespace, True, None if unknown else names)
-    decision = await extender.evaluate(book, call)
-    passed = set(decision.outcome()[0])
-    return [context for context in contexts if context.name in passed]
-
-
-class RequeueMetrics:
-    """The four requeue metrics, in the app's registry (a Grafana dashboard reads these names)."""
-
-    def __init__(self, metrics: Metrics, remembered: Callable[[], float]) -> None:
-        r = metrics.registry
-        self.remembered = Gauge("rulesched_requeue_remembered_pods", "Rejected pods remembered for requeue", registry=r)
-        self.remembered.set_function(remembered)
-        self.reevaluations = Counter(
-            "rulesched_requeue_reevaluations", "Remembered pods evaluated again after a change", registry=r
-        )
-        self.nudges = Counter(
-            "rulesched_requeue_nudges",
-            "Nudges (annotation patches) by outcome: patched, forbidden, gone, conflict, raced, throttled, failed,"
-            " dropped",
-            ["outcome"],
-            registry=r,
-        )
-        for outcome in get_args(NudgeOutcome):  # every outcome from the start: rates and alerts see a 0, not nothing
-            self.nudges.labels(outcome)
-        self.delay = Histogram(
-            "rulesched_requeue_nudge_delay_seconds",
-            "Seconds from the change that let a pod through to its accepted nudge",
-            buckets=DELAY_BUCKETS,
-            registry=r,
-        )
+Passing = Callable[[RuleBook, Mapping[str, Any], Sequence[str]], Awaitable[list[NodeContext]]]
+"""The candidates among the names on which the pod passes the filters now, evaluated as /filter evaluates
+(the server's own evaluation, so that a change of the engine changes one place)."""
 
 
 class Requeue:
     """The remembered pods, the task that evaluates them again, and the nudge thread; `run()` as a task."""
 
-    def __init__(self, extender: Extender, settings: Settings, metrics: Metrics, api: Any) -> None:
-        self.extender = extender
+    def __init__(
+        self,
+        store: RuleStore,
+        cluster: Cluster,
+        passing: Passing,
+        settings: Settings,
+        registry: CollectorRegistry,
+        api: Any,
+    ) -> None:
+        self.store, self.cluster, self.passing = store, cluster, passing
         self.batch = settings.requeue_batch
         self.pods = RejectedPods(settings.requeue_max_pods, settings.requeue_ttl)
-        self.metrics = RequeueMetrics(metrics, lambda: float(self.pods.size()))
+        self.metrics = RequeueMetrics(registry, lambda: float(self.pods.size()))
         bucket = TokenBucket(settings.requeue_rate, settings.requeue_burst)
         self.nudger = Nudger(api, bucket, self, kept=settings.requeue_max_pods)
         self.stopped = False
@@ -135,7 +106,7 @@ class Requeue:
             self._forget_bound()
         for change in changes:
             self.pods.mark(change)
-        book = self.extender.store.book
+        book = self.store.book
         if book is None or not self.pods.size():
             return 0
         taken = self.pods.take(self.batch)
@@ -147,7 +118,7 @@ class Requeue:
         names = rejected.candidates()
         if not names or rejected.change is None:
             return
-        found = await passing(self.extender, book, rejected.pod, names)
+        found = await self.passing(book, rejected.pod, names)
         self.metrics.reevaluations.inc()
         if not found or not self.pods.nudged(rejected.key):
             return
@@ -161,7 +132,7 @@ class Requeue:
         )  # fmt: skip
 
     def _generations(self) -> dict[str, Hashable]:
-        cluster, book = self.extender.cluster, self.extender.store.book
+        cluster, book = self.cluster, self.store.book
         sources = {"nodes": cluster.nodes, "pods": cluster.pods, "prometheus": cluster.custom}
         found: dict[str, Hashable] = {"rules": book.generation if book else 0}
         found["metrics"] = cluster.metrics.generation() if cluster.metrics else 0
@@ -175,7 +146,7 @@ class Requeue:
         if current == seen:
             return []
         self._seen = current
-        cluster = self.extender.cluster
+        cluster = self.cluster
         changes = []
         for kind, generation in current.items():
             if seen.get(kind) == generation:
@@ -190,7 +161,7 @@ class Requeue:
 
     def _forget_bound(self) -> None:
         """Forget the remembered pods the pod watch shows bound (anywhere)."""
-        source = self.extender.cluster.pods
+        source = self.cluster.pods
         index = source if isinstance(source, PodIndex) else getattr(source, "index", None)
         if not isinstance(index, PodIndex):
             return

@@ -1,10 +1,11 @@
-"""The audit in the HTTP edge: `GET /audit` and the audit's Prometheus metrics, read from the `Auditor`.
+"""The audit controller's surface: `GET /audit` and the audit's Prometheus metrics, read from the `Auditor`.
 
 `GET /audit?offset=N&limit=M` answers the counts per rule and a page of the violations (sorted by
 namespace, pod, rule set and rule), `limit` at most `MAX_PAGE`; `next` is the offset of the next page.
 `rulesched_audit_violations{rule_set,rule}` counts the violating pods of each audited filter (0 for one
 with none, so a series goes to 0 rather than stale), and `rulesched_audit_age_seconds` the seconds since
-the audit was last complete (NaN before its first pass).
+the audit was last complete (NaN before its first pass). The answers are JSON as the HTTP edge writes them
+(`extender/responses.py`): the same body, status and headers.
 """
 
 from __future__ import annotations
@@ -13,55 +14,44 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from rulesched.cluster import Cluster
-from rulesched.cluster.audit import report
-from rulesched.cluster.auditor import Auditor, AuditPace, AuditSources
-from rulesched.cluster.descheduler import build_descheduler
-from rulesched.extender.metrics import Metrics
-from rulesched.extender.responses import error_response, json_response
-from rulesched.rules.store import RuleStore
-from rulesched.settings import Settings
+from rulesched.controllers.audit.audit import report
+from rulesched.controllers.audit.auditor import Auditor
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
 """Most violations one GET /audit answers."""
 
 
-def build_auditor(settings: Settings, store: RuleStore, cluster: Cluster) -> Auditor | None:
-    """The continuous audit over the server's sources; None without a node source and a pod source."""
-    if cluster.nodes is None or cluster.pods is None:
-        return None
-    sources = AuditSources(
-        cluster.nodes, cluster.pods, cluster.metrics, cluster.namespaces, cluster.custom, cluster.placements
-    )
-    pace = AuditPace(settings.audit_interval, settings.audit_nodes_per_step, settings.audit_max_violations)
-    auditor = Auditor(store, sources, pace)
-    auditor.descheduler = build_descheduler(settings, cluster.access)
-    return auditor
-
-
-def install(routes: list[BaseRoute], metrics: Metrics, auditor: Auditor | None) -> None:
-    """Add GET /audit to `routes` and the audit's metrics to `metrics`."""
+def install(routes: list[BaseRoute], registry: CollectorRegistry, auditor: Auditor | None) -> None:
+    """Add GET /audit to `routes` and the audit's metrics to `registry`."""
 
     async def audit(request: Request) -> Response:
         if auditor is None:
-            return error_response(
-                404, "no audit: it needs a node source and a pod source (a cluster, or --nodes and --pods)"
-            )
+            return _error(404, "no audit: it needs a node source and a pod source (a cluster, or --nodes and --pods)")
         page = _page(request.query_params.get("offset", "0"), request.query_params.get("limit", str(DEFAULT_PAGE)))
         if isinstance(page, str):
-            return error_response(400, page)
-        return json_response(status(auditor) | report(auditor.violations(), offset=page[0], limit=page[1]))
+            return _error(400, page)
+        return _json(status(auditor) | report(auditor.violations(), offset=page[0], limit=page[1]))
 
     routes.append(Route("/audit", audit))
     if auditor is not None:
-        metrics.registry.register(_AuditCollector(auditor))
+        registry.register(_AuditCollector(auditor))
+
+
+def _json(content: Any, status_code: int = 200) -> Response:
+    return Response(orjson.dumps(content), status_code, media_type="application/json")
+
+
+def _error(status_code: int, message: str) -> Response:
+    return _json({"error": message}, status_code)
 
 
 def status(auditor: Auditor) -> dict[str, Any]:

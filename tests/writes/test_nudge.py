@@ -13,8 +13,9 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.nudge import FIELD_MANAGER, Nudge, NudgeOutcome, Nudger, other_value, patch_body
-from rulesched.cluster.requeue import ANNOTATION, TokenBucket, change_id
+from rulesched.controllers.requeue.memory import TokenBucket
+from rulesched.controllers.requeue.nudger import Nudger
+from rulesched.writes.nudge import ANNOTATION, FIELD_MANAGER, Nudge, NudgeOutcome, change_id, other_value, patch_body
 from tests.kubeapi import KubeAPI, wait_for
 
 NAMESPACE = "fx-alpha"

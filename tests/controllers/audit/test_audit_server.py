@@ -75,6 +75,15 @@ def test_audit_pages_are_bounded(files_client: httpx.Client) -> None:
         assert "offset" in answer.json()["error"]
 
 
+def test_audit_answers_carry_the_headers_of_every_json_answer(files_client: httpx.Client) -> None:
+    """GET /audit answers from the controller's own surface exactly as the HTTP edge answers JSON (GET /rules)."""
+    for answer in (files_client.get("/audit"), files_client.get("/audit", params={"limit": 0})):
+        rules = files_client.get("/rules")
+        assert list(answer.headers.keys()) == list(rules.headers.keys())
+        assert answer.headers["content-type"] == rules.headers["content-type"] == "application/json"
+        assert int(answer.headers["content-length"]) == len(answer.content)
+
+
 def test_audit_metrics_count_pods_per_rule_and_the_age(files_client: httpx.Client) -> None:
     text = files_client.get("/metrics").text
     assert 'rulesched_audit_violations{rule="fits",rule_set="payments"} 1.0' in text

@@ -1,4 +1,4 @@
-"""The audit of running pods (issue #26): `cluster.audit` and `rulesched audit`, on real files and real CEL."""
+"""The audit of running pods (issue #26): `controllers.audit.audit` and `rulesched audit`, on real files, real CEL."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rulesched.cli import main
-from rulesched.cluster.audit import Violation, audited_filters
+from rulesched.controllers.audit.audit import Violation, audited_filters
 from rulesched.rules.cel import make_engine
 from rulesched.rules.errors import RulesLoadFailed
 from rulesched.rules.loader import load_rule_book

@@ -10,8 +10,8 @@ from pydantic import ValidationError
 
 from rulesched.cluster.errors import ConflictError
 from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.lease import Elector, LeaseClient, LeaseTimes
 from rulesched.settings import Settings
+from rulesched.writes.lease import Elector, LeaseClient, LeaseTimes
 from tests.kubeapi import KubeAPI
 
 NAMESPACE, NAME = "rulesched-system", "rulesched-descheduler"

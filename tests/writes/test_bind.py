@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rulesched.cluster.binder import ApiBinder
 from rulesched.cluster.kube import KubeAccess
+from rulesched.writes.bind import ApiBinder
 from tests.kubeapi import KubeAPI
 
 

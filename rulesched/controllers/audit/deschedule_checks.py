@@ -15,14 +15,15 @@ import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from rulesched.cluster.audit import Violation, audit_pod, node_names, passing_nodes, pod_of
 from rulesched.cluster.fit import NodeUse, insufficient, node_misfit, pod_level_requests
+from rulesched.cluster.sources import node_names
+from rulesched.controllers.audit.audit import Violation, audit_pod, passing_nodes, pod_of
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
 from rulesched.rules.pod_values import namespace_name
 
 if TYPE_CHECKING:
-    from rulesched.cluster.auditor import Auditor
+    from rulesched.controllers.audit.auditor import Auditor
 
 
 def rules_view(auditor: Auditor, violation: Violation) -> Mapping[str, Any] | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rulesched.cluster.requeue import Change, RejectedPods, TokenBucket, change_id, rejected_key
+from rulesched.controllers.requeue.memory import Change, RejectedPods, TokenBucket, rejected_key
+from rulesched.writes.nudge import change_id
 from tests.builders import make_pod
 
 

@@ -10,7 +10,7 @@ What the audit sees of a pod is what the pod cache keeps (`rules.pod_values.pod_
 spec fields and its requests; a filter that reads other pod fields sees them absent. The node's pods are
 the others on it, as at placement: `allocated` does not count the audited pod twice.
 
-The server's continuous audit (`cluster/auditor.py`) and `rulesched audit` (`tools/audit.py`) both go
+The server's continuous audit (`controllers/audit/auditor.py`) and `rulesched audit` (`tools/audit.py`) both go
 through `audit_node`, so they report the same violations for the same inputs.
 """
 
@@ -22,7 +22,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rulesched.cluster.sources import NodeSource
 from rulesched.decide.decision import Decision, FilterResult
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call, Verb
@@ -193,9 +192,3 @@ def report(violations: Sequence[Violation], *, offset: int = 0, limit: int | Non
         "next": end if end < len(ordered) else None,
         "violations": [v.as_dict() for v in page],
     }
-
-
-def node_names(nodes: NodeSource) -> list[str]:
-    """Every node the source knows (none for a source that cannot list them)."""
-    names = getattr(nodes, "names", None)
-    return list(names()) if callable(names) else []

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from rulesched.cluster.descheduler import DescheduleOptions
 from rulesched.cluster.kube import KubeAccess
+from rulesched.controllers.audit.descheduler import DescheduleOptions
 from tests.deschedule_setup import Setting, controlled, pods_seen, rules, setting
 from tests.kubeapi import KubeAPI, wait_for
 

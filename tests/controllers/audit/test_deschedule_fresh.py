@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rulesched.cluster.descheduler import DescheduleOptions
 from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.lease import Elector, LeaseTimes
+from rulesched.controllers.audit.descheduler import DescheduleOptions
+from rulesched.writes.lease import Elector, LeaseTimes
 from tests.builders import write_rules
 from tests.deschedule_setup import Setting, controlled, pods_seen, rules, setting
 from tests.kubeapi import KubeAPI, wait_for

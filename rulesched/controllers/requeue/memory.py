@@ -1,18 +1,17 @@
-"""The pods this replica rejected, remembered for `--requeue`: bounded, timed, and what changed since.
+"""The requeue controller's memory: the pods this replica rejected, bounded, timed, and what changed since.
 
 A filter call that leaves a pod no passing node hands the pod and its candidates' names here (after the
 answer is sent); the pod is remembered until it is asked about again, seen bound, forgotten on a 404 or
 409 of its nudge, or `ttl` seconds old, and never more than `kept` pods (the oldest go first). Every change
 of an input (`Change`: a metrics poll, Prometheus values, nodes, pods on a node, a rules reload) is marked
 on every remembered pod as work to do: which candidates to evaluate again (`None`: all of them). The
-requeue task (`extender/requeue.py`) takes a bounded number of marked pods per step.
+requeue controller (`controller.py`) takes a bounded number of marked pods per step.
 
 Thread-safe: the event loop remembers and evaluates, the nudge thread forgets.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections import OrderedDict
@@ -21,9 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rulesched.rules.pod_values import pod_identity
-
-ANNOTATION = "rulesched.io/requeue"
-"""The annotation a nudge writes on the pending pod: the one field the admission policy lets rulesched change."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,14 +148,6 @@ class RejectedPods:
                 return False
             rejected.nudged = True
             return True
-
-
-def change_id(kind: str, parts: Sequence[object]) -> str:
-    """The annotation's value for a change: its kind and a digest of what made the pod pass (the rules'
-    hash, the node's name, resourceVersion and sample usage). The nudge thread writes another value when the
-    pod holds this one already (`cluster.nudge.other_value`): a patch that changes nothing is no update."""
-    digest = hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()[:16]
-    return f"{kind}.{digest}"
 
 
 class TokenBucket:

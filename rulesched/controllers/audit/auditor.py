@@ -22,13 +22,13 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from rulesched.cluster.audit import Audited, Violation, audit_node, audited_filters, node_names
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.custom import CustomValues
 from rulesched.cluster.loop import BackgroundLoop, LoopOptions, Outcome
 from rulesched.cluster.placement_view import PlacementViews
 from rulesched.cluster.pods import NamespaceSource, PodSource
-from rulesched.cluster.sources import MetricsSource, NodeSource
+from rulesched.cluster.sources import MetricsSource, NodeSource, node_names
+from rulesched.controllers.audit.audit import Audited, Violation, audit_node, audited_filters
 from rulesched.rules.book import RuleBook
 from rulesched.rules.store import RuleStore
 

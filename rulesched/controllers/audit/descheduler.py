@@ -2,14 +2,14 @@
 server runs with `--deschedule dry-run` (logged and counted) or `--deschedule on` (evicted).
 
 It runs in the audit's thread, after each audit step (`Auditor.descheduler`), with the audit's own node
-contexts and plan copy. With `on`, only while this replica holds the lease (`cluster/lease.py`). For each
+contexts and plan copy. With `on`, only while this replica holds the lease (`writes/lease.py`). For each
 pod with a violation of a filter the rule set's policy names (its first, in order), it checks, cheapest
 first: the exclusions (`deschedule_policy.exclusion`, on the pod's placement view), the cool-down, the
 policy's action (`Report` only logs), both rates, the anti-loop rule (another node that kube-scheduler's node
 checks and the pod's filters both pass now, `deschedule_checks.elsewhere`), and last that the pod still
 violates the rule on its node now (`deschedule_checks.still_violates`), at most `CHECKS_PER_STEP` such
-evaluations a step. Then, if this replica still holds the lease, it evicts (`eviction.ApiEvicter`), counts
-the answer by rule set and outcome, and writes an Event on the pod.
+evaluations a step. Then, if this replica still holds the lease, it evicts (`writes.evict.ApiEvicter`),
+counts the answer by rule set and outcome, and writes an Event on the pod.
 
 Each pod's state (why it stays, or the eviction's outcome) is logged once, when it changes.
 """
@@ -27,18 +27,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from rulesched.cluster.audit import Violation
-from rulesched.cluster.deschedule_checks import elsewhere, rules_view, still_violates
-from rulesched.cluster.deschedule_policy import Exclusions, Memory, Rate, exclusion
+from rulesched.controllers.audit.audit import Violation
+from rulesched.controllers.audit.deschedule_checks import elsewhere, rules_view, still_violates
+from rulesched.controllers.audit.deschedule_policy import Exclusions, Memory, Rate, exclusion
 from rulesched.rules.book import RuleBook
 from rulesched.rules.model import Descheduling
 from rulesched.settings import Settings, lease_times
 
 if TYPE_CHECKING:
-    from rulesched.cluster.auditor import Auditor
-    from rulesched.cluster.eviction import ApiEvicter
     from rulesched.cluster.kube import KubeAccess
-    from rulesched.cluster.lease import Elector
+    from rulesched.controllers.audit.auditor import Auditor
+    from rulesched.writes.evict import ApiEvicter
+    from rulesched.writes.lease import Elector
 
 log = logging.getLogger("rulesched.decision")
 
@@ -233,8 +233,8 @@ def build_descheduler(settings: Settings, access: KubeAccess | None) -> Deschedu
     if settings.deschedule == "dry-run" or access is None:
         return Descheduler(options)
     # Imported only when evicting: the kubernetes client is heavy, and only a cluster needs it.
-    from rulesched.cluster.eviction import ApiEvicter
-    from rulesched.cluster.lease import Elector, LeaseClient, LeaseTimes
+    from rulesched.writes.evict import ApiEvicter
+    from rulesched.writes.lease import Elector, LeaseClient, LeaseTimes
 
     identity = settings.lease_identity or f"{socket.gethostname()}_{secrets.token_hex(4)}"
     times = LeaseTimes(*(lease_times(settings) or ()))

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rulesched.cluster.deschedule_policy import Exclusions
-from rulesched.cluster.descheduler import DescheduleOptions
 from rulesched.cluster.kube import KubeAccess
+from rulesched.controllers.audit.deschedule_policy import Exclusions
+from rulesched.controllers.audit.descheduler import DescheduleOptions
 from rulesched.rules.cel import make_engine
 from rulesched.rules.errors import RulesLoadFailed
 from rulesched.rules.loader import load_rule_book

@@ -1,0 +1,1 @@
+"""Tests of the audit controller (`rulesched.controllers.audit`): the audit of running pods and descheduling."""

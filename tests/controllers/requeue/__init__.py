@@ -1,0 +1,1 @@
+"""Tests of the requeue controller (`rulesched.controllers.requeue`)."""

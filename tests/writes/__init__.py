@@ -1,0 +1,1 @@
+"""Tests of `rulesched.writes`: each write against the loopback API, its refusals included."""
