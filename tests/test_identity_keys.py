@@ -21,7 +21,7 @@ ARGUED = {
     "rulesched/decide/fast/filters.py": "groups one rule's failed bindings, all held by its results",
     "rulesched/decide/fast/prepared.py": "each entry holds its book weakly and is used only while `ref() is book`",
     "rulesched/decide/fast/tables.py": "each entry holds its verdict (`FailedVerdict.verdict`)",
-    "rulesched/extender/metrics.py": "the metrics are the `Metrics` object's own, which holds the children kept",
+    "rulesched/extender/metrics.py": "the metrics are attributes of the `Metrics` object whose dict the keys are in",
     "rulesched/extender/recording.py": "each entry holds its object and is used only while `held is obj`",
     "rulesched/rules/cel/analysis.py": "the parents of one parsed expression, held by its tree",
     "rulesched/rules/cel/celpy_optional.py": "a hash beside an equality by identity, not a key kept",
