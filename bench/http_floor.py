@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from bench.run import Client, Server, percentiles, request_body, started  # noqa: E402
+from bench.harness import Client, Server, percentiles, request_body, started  # noqa: E402
 from bench.workload import make_workload  # noqa: E402
 
 OPTIONS = [

@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.run import Client, free_port, memory_mb, stop, wait_ready  # noqa: E402
+from bench.harness import Client, free_port, memory_mb, stop, wait_ready  # noqa: E402
 from bench.workload import POD_RULES, ZONE_LABEL, make_workload  # noqa: E402
 
 JSON = dict[str, Any]

@@ -39,8 +39,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.run import Client, free_port, one_pod, stop, wait_ready, write_inputs  # noqa: E402
-from bench.run import Server as BenchServer  # noqa: E402
+from bench.harness import Client, free_port, one_pod, stop, wait_ready, write_inputs  # noqa: E402
+from bench.harness import Server as BenchServer  # noqa: E402
 from bench.workload import make_workload  # noqa: E402
 
 JSON = dict[str, Any]

@@ -29,7 +29,7 @@ import httpx
 import trustme
 import yaml
 
-from bench.run import free_port, tail
+from bench.harness import free_port, tail
 
 JSON = dict[str, Any]
 TOKEN = "rulesched-bench-admin-token"

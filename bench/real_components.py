@@ -13,7 +13,7 @@ import httpx
 import yaml
 
 from bench import real_cluster as kube
-from bench.run import free_port
+from bench.harness import free_port
 
 JSON = dict[str, Any]
 CONTROLLERS = ("deployment", "replicaset", "disruption", "garbage-collector")

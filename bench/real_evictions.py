@@ -42,10 +42,10 @@ if __package__ in (None, ""):
 
 from bench import real_cluster as kube
 from bench import real_evictions_world as world
+from bench.harness import ROOT, counted, free_port, reported
 from bench.real_components import Rig, start_controller_manager, start_scheduler
 from bench.real_identity import find_kubectl, identity
 from bench.real_scheduler import kubernetes_minor
-from bench.run import ROOT, counted, free_port, reported
 
 JSON = dict[str, Any]
 REPLICAS = ("replica-a", "replica-b")

@@ -38,9 +38,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import real_cluster as kube
+from bench.harness import ROOT, Server, counted, reported, started
 from bench.real_burst import PROBE_LABEL, burst, delete_pods, probes
 from bench.real_components import Rig, config_api, start_scheduler
-from bench.run import ROOT, Server, counted, reported, started
 
 JSON = dict[str, Any]
 VERBS = ("filter", "prioritize")

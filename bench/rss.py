@@ -26,7 +26,8 @@ import orjson
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from bench.run import Client, Server, go_extender, memory_mb, one_pod, started, write_inputs  # noqa: E402
+from bench.harness import Client, Server, memory_mb, one_pod, started, write_inputs  # noqa: E402
+from bench.run import go_extender  # noqa: E402
 from bench.workload import make_workload  # noqa: E402
 
 JSON = dict[str, Any]

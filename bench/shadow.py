@@ -48,7 +48,7 @@ import orjson
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.run import Client, Server, counted, percentiles, reported, request_body, sizes_of, started, write_inputs
+from bench.harness import Client, Server, counted, percentiles, reported, request_body, sizes_of, started, write_inputs
 from bench.workload import Workload, make_workload
 
 JSON = dict[str, Any]

@@ -31,7 +31,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.run import reported, sizes_of, write_inputs
+from bench.harness import reported, sizes_of, write_inputs
 from bench.workload import make_workload
 from rulesched.cluster.contexts import NodeContexts
 from rulesched.cluster.sources import FileMetricsSource, FileNodeSource

@@ -31,7 +31,7 @@ import orjson
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from bench.run import request_body, write_inputs  # noqa: E402
+from bench.harness import request_body, write_inputs  # noqa: E402
 from bench.workload import make_workload  # noqa: E402
 from rulesched.decide.fast import evaluate, prepared  # noqa: E402
 from rulesched.decide.verbs import Call, Verb  # noqa: E402

@@ -30,7 +30,18 @@ import orjson
 from rulesched.extender.metrics import Metrics
 from rulesched.handoff.answered import Answered
 from rulesched.handoff.idle import Idle
-from rulesched.recording_format import FORMAT, SEGMENT, VERSION
+from rulesched.recording_format import (
+    FORMAT,
+    SEGMENT,
+    VERSION,
+    CallKeys,
+    DecisionKeys,
+    HeaderKeys,
+    Keys,
+    Kind,
+    NodeContextKeys,
+    PodsKeys,
+)
 from rulesched.rules.context import NodeContext, NodePods
 
 log = logging.getLogger("rulesched.recording")
@@ -73,9 +84,16 @@ class Segment:
         self.written = 0
         """Bytes written before compression: what `--record-segment-bytes` bounds (the compressed size lags
         behind, in the compressor's buffer)."""
-        header = {"type": "header", "format": FORMAT, "version": VERSION, "rulesched": rulesched_version()}
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self.file.write(_dumps(header | {"segment": number, "started": started}))
+        header = {
+            Keys.TYPE: Kind.HEADER,
+            HeaderKeys.FORMAT: FORMAT,
+            HeaderKeys.VERSION: VERSION,
+            HeaderKeys.RULESCHED: rulesched_version(),
+            HeaderKeys.SEGMENT: number,
+            HeaderKeys.STARTED: started,
+        }
+        self.file.write(_dumps(header))
 
     def size(self) -> int:
         return self.raw.tell()
@@ -99,7 +117,7 @@ class Segment:
         self.counter += 1
         ref = f"{kind}{self.counter}"
         table[key] = (held, ref)
-        out.append(_dumps({"type": _KINDS[kind], "id": ref, **record()}))
+        out.append(_dumps({Keys.TYPE: _KINDS[kind], Keys.ID: ref, **record()}))
         return ref
 
     def write(self, answered: Answered) -> None:
@@ -109,19 +127,19 @@ class Segment:
         namespace = self._object("s", answered.namespace, out) if answered.namespace is not None else None
         book = answered.book
         call = {
-            "type": "call",
-            "verb": answered.verb,
-            "mode": "full" if answered.full else "names",
-            "now": answered.now.isoformat(),
-            "pod": pod,
-            "namespace": namespace,
-            "candidates": candidates,
-            "unknown": dict(answered.unknown),
-            "rules": {"generation": book.generation, "hash": book.hash},
-            "decision": decision_record(answered),
+            Keys.TYPE: Kind.CALL,
+            CallKeys.VERB: answered.verb,
+            CallKeys.MODE: "full" if answered.full else "names",
+            CallKeys.NOW: answered.now.isoformat(),
+            CallKeys.POD: pod,
+            CallKeys.NAMESPACE: namespace,
+            CallKeys.CANDIDATES: candidates,
+            CallKeys.UNKNOWN: dict(answered.unknown),
+            CallKeys.RULES: {CallKeys.GENERATION: book.generation, CallKeys.HASH: book.hash},
+            CallKeys.DECISION: decision_record(answered),
         }
         if answered.estimate is not None:
-            call["estimate"] = dict(answered.estimate)
+            call[CallKeys.ESTIMATE] = dict(answered.estimate)
         out.append(_dumps(call))
         data = b"".join(out)
         self.written += len(data)
@@ -133,31 +151,36 @@ class Segment:
         version = metadata.get("resourceVersion")
         if version:  # the same version is the same object: compared by key alone
             key: Hashable = (metadata.get("namespace"), metadata.get("name"), metadata.get("uid"), version)
-            return self._ref(kind, key, None, lambda: {"object": obj}, out)
-        return self._ref(kind, id(obj), obj, lambda: {"object": obj}, out)
+            return self._ref(kind, key, None, lambda: {Keys.OBJECT: obj}, out)
+        return self._ref(kind, id(obj), obj, lambda: {Keys.OBJECT: obj}, out)
 
     def _context(self, context: NodeContext, out: list[bytes]) -> str:
         def record() -> dict[str, Any]:
             node = self._object("n", context.node, out)
             pods = self._pods(context.name, context.pods, out)
-            return {"name": context.name, "node": node, "metrics": context.metrics, "pods": pods}
+            return {
+                NodeContextKeys.NAME: context.name,
+                NodeContextKeys.NODE: node,
+                NodeContextKeys.METRICS: context.metrics,
+                NodeContextKeys.PODS: pods,
+            }
 
         return self._ref("c", id(context), context, record, out)
 
     def _pods(self, name: str, pods: NodePods, out: list[bytes]) -> str:
         def record() -> dict[str, Any]:
             return {
-                "node": name,
-                "pods": list(pods.pods),
-                "allocated": pods.allocated,
-                "recent": pods.recent,
-                "recentUids": sorted(pods.recent_uids),
+                PodsKeys.NODE: name,
+                PodsKeys.PODS: list(pods.pods),
+                PodsKeys.ALLOCATED: pods.allocated,
+                PodsKeys.RECENT: pods.recent,
+                PodsKeys.RECENT_UIDS: sorted(pods.recent_uids),
             }
 
         return self._ref("p", id(pods), pods, record, out)
 
 
-_KINDS = {"n": "node", "k": "pod", "c": "context", "p": "pods", "s": "namespace"}
+_KINDS = {"n": Kind.NODE, "k": Kind.POD, "c": Kind.CONTEXT, "p": Kind.PODS, "s": Kind.NAMESPACE}
 
 
 def decision_record(answered: Answered) -> dict[str, Any]:
@@ -166,14 +189,14 @@ def decision_record(answered: Answered) -> dict[str, Any]:
     decision = answered.decision
     if answered.verb == "prioritize":
         scores = {name: node.score or 0 for name, node in decision.nodes.items()}
-        return {"scores": scores, "deadlineExceeded": decision.deadline_exceeded}
+        return {DecisionKeys.SCORES: scores, DecisionKeys.DEADLINE_EXCEEDED: decision.deadline_exceeded}
     rejected = {name: node.reason or "" for name, node in decision.nodes.items() if not node.passed}
     failures = decision.failures()
     return {
-        "passed": decision.passed,
-        "rejected": rejected,
-        "rejections": {f"{rs}/{rule}": n for (rs, rule, enforce), n in failures.items() if enforce},
-        "deadlineExceeded": decision.deadline_exceeded,
+        DecisionKeys.PASSED: decision.passed,
+        DecisionKeys.REJECTED: rejected,
+        DecisionKeys.REJECTIONS: {f"{rs}/{rule}": n for (rs, rule, enforce), n in failures.items() if enforce},
+        DecisionKeys.DEADLINE_EXCEEDED: decision.deadline_exceeded,
     }
 
 

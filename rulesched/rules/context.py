@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime
 import enum
 import functools
+import hashlib
+import pickle
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -139,7 +141,8 @@ class ContextKey(NamedTuple):
 
     name: str
     version: Hashable
-    """The node's resourceVersion, or the `id` of a node object that has none (never reused then)."""
+    """The node's resourceVersion (a string), or the `content_digest` of a node object that has none (bytes:
+    never equal to a resourceVersion)."""
     usage: NodeUsage | None
     """The metrics sample (None: none yet)."""
     pods: Hashable
@@ -246,10 +249,20 @@ def node_context(
     metrics = metrics_map(usage, allocatable, now or datetime.datetime.now(datetime.UTC))
     metrics["custom"] = dict(custom.values)
     version = _dig(node, "metadata", "resourceVersion")
-    identity = ContextKey(node_name(node), version if version else id(node), usage, pods.version, custom)
+    identity = ContextKey(node_name(node), version if version else content_digest(node), usage, pods.version, custom)
     return NodeContext(
         name=node_name(node), node=node, allocatable=allocatable, metrics=metrics, key=identity, pods=pods
     )
+
+
+def content_digest(node: Mapping[str, Any]) -> bytes:
+    """What a node object without a resourceVersion is known by: a digest of all of it, so that two different
+    bodies under one name never share a context's key (an object's `id` is reused once it is freed).
+
+    Pickled rather than JSON-encoded, the cheaper of the two, and as safe: equal bytes are equal content, as
+    unpickling is a function; equal content may give other bytes (another key order), which costs a cache
+    miss, never a wrong answer. A node with a resourceVersion (every node kube-scheduler sends) never pays it."""
+    return hashlib.blake2b(pickle.dumps(node, pickle.HIGHEST_PROTOCOL), digest_size=16).digest()
 
 
 def with_custom(context: NodeContext, custom: NodeCustom) -> NodeContext:

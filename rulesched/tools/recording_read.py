@@ -20,7 +20,17 @@ from typing import IO, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rulesched.recording_format import FORMAT, SEGMENT, VERSION
+from rulesched.recording_format import (
+    FORMAT,
+    SEGMENT,
+    VERSION,
+    CallKeys,
+    HeaderKeys,
+    Keys,
+    Kind,
+    NodeContextKeys,
+    PodsKeys,
+)
 from rulesched.rules.context import NO_CUSTOM, ContextKey, NodeContext, NodePods, allocatable_numbers
 
 READS = frozenset({1})
@@ -109,9 +119,10 @@ def _open(path: Path) -> IO[bytes]:
 
 def check_header(header: Any, where: str) -> None:
     """Refuse a segment whose header is not a rulesched recording's of a version read here."""
-    if not isinstance(header, Mapping) or header.get("type") != "header" or header.get("format") != FORMAT:
+    is_header = isinstance(header, Mapping) and header.get(Keys.TYPE) == Kind.HEADER
+    if not is_header or header.get(HeaderKeys.FORMAT) != FORMAT:
         raise RecordingError(f"{where}: not a rulesched recording (its first line is not a {FORMAT} header)")
-    version = header.get("version")
+    version = header.get(HeaderKeys.VERSION)
     if version in READS:
         try:
             Header.model_validate(header)
@@ -120,7 +131,7 @@ def check_header(header: Any, where: str) -> None:
             field = ".".join(map(str, first["loc"]))
             raise RecordingError(f"{where}: invalid recording header: {field}: {first['msg']}") from None
         return
-    made_by = f" (written by rulesched {header['rulesched']})" if header.get("rulesched") else ""
+    made_by = f" (written by rulesched {header[HeaderKeys.RULESCHED]})" if header.get(HeaderKeys.RULESCHED) else ""
     if isinstance(version, int) and version > VERSION:
         raise RecordingError(
             f"{where}: recording format version {version}{made_by} is newer than this rulesched reads "
@@ -167,41 +178,42 @@ class _SegmentReader:
                 check_header(record, str(self.path))
                 first = False
                 continue
-            kind = record.get("type") if isinstance(record, Mapping) else None
-            if kind == "call":
+            kind = record.get(Keys.TYPE) if isinstance(record, Mapping) else None
+            if kind == Kind.CALL:
                 yield self._call(record, f"{self.path}:{number}")
-            elif kind == "context":
-                self.contexts[record["id"]] = self._context(record)
-            elif kind in ("node", "pod", "namespace", "pods"):
-                self.objects[record["id"]] = record
+            elif kind == Kind.CONTEXT:
+                self.contexts[record[Keys.ID]] = self._context(record)
+            elif kind in (Kind.NODE, Kind.POD, Kind.NAMESPACE, Kind.PODS):
+                self.objects[record[Keys.ID]] = record
             else:  # records a later minor change may add are skipped; an unknown version was refused above
                 continue
         if first:
             raise RecordingError(f"{self.path}: empty: not a rulesched recording")
 
     def _context(self, record: Mapping[str, Any]) -> NodeContext:
-        node = self.objects[record["node"]]["object"]
-        pods = self.objects.get(record.get("pods") or "")
-        node_pods = NodePods() if pods is None else _node_pods(pods, record["pods"])
+        node = self.objects[record[NodeContextKeys.NODE]][Keys.OBJECT]
+        pods = self.objects.get(record.get(NodeContextKeys.PODS) or "")
+        node_pods = NodePods() if pods is None else _node_pods(pods, record[NodeContextKeys.PODS])
         allocatable = allocatable_numbers((node.get("status") or {}).get("allocatable"))
-        key = ContextKey(record["name"], (self.path.name, record["id"]), None, 0, NO_CUSTOM)
-        return NodeContext(record["name"], node, allocatable, record["metrics"], key, node_pods)
+        name = record[NodeContextKeys.NAME]
+        key = ContextKey(name, (self.path.name, record[Keys.ID]), None, 0, NO_CUSTOM)
+        return NodeContext(name, node, allocatable, record[NodeContextKeys.METRICS], key, node_pods)
 
     def _call(self, record: Mapping[str, Any], where: str) -> Call:
         try:
-            namespace = record.get("namespace")
+            namespace = record.get(CallKeys.NAMESPACE)
             return Call(
-                verb=record["verb"],
-                mode=record["mode"],
-                pod=self.objects[record["pod"]]["object"],
-                contexts=[self.contexts[c] for c in record["candidates"]],
-                unknown=record.get("unknown") or {},
-                namespace=self.objects[namespace]["object"] if namespace else None,
-                now=datetime.datetime.fromisoformat(record["now"]),
-                rules=record.get("rules") or {},
-                decision=record["decision"],
+                verb=record[CallKeys.VERB],
+                mode=record[CallKeys.MODE],
+                pod=self.objects[record[CallKeys.POD]][Keys.OBJECT],
+                contexts=[self.contexts[c] for c in record[CallKeys.CANDIDATES]],
+                unknown=record.get(CallKeys.UNKNOWN) or {},
+                namespace=self.objects[namespace][Keys.OBJECT] if namespace else None,
+                now=datetime.datetime.fromisoformat(record[CallKeys.NOW]),
+                rules=record.get(CallKeys.RULES) or {},
+                decision=record[CallKeys.DECISION],
                 where=where,
-                estimate=record.get("estimate"),
+                estimate=record.get(CallKeys.ESTIMATE),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise RecordingError(f"{where}: a call refers to what its segment lacks ({error})") from error
@@ -212,13 +224,13 @@ class _CutShortError(Exception):
 
 
 def _node_pods(record: Mapping[str, Any], ref: str) -> NodePods:
-    recent = dict(record.get("recent") or {})
+    recent = dict(record.get(PodsKeys.RECENT) or {})
     # A recording made before `recent.estimates` existed: the live rules then counted requests, the fallback.
     recent.setdefault("estimates", dict(recent.get("requests") or {"cpu": 0.0, "memory": 0.0}))
     return NodePods(
-        list(record.get("pods") or []),
-        record.get("allocated") or {},
+        list(record.get(PodsKeys.PODS) or []),
+        record.get(PodsKeys.ALLOCATED) or {},
         recent,
         ref,
-        frozenset(record.get("recentUids") or ()),
+        frozenset(record.get(PodsKeys.RECENT_UIDS) or ()),
     )

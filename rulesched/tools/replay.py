@@ -20,6 +20,7 @@ from typing import Any
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call as Asked
 from rulesched.decide.verbs import Verb
+from rulesched.recording_format import DecisionKeys
 from rulesched.rules.book import RuleBook
 from rulesched.rules.pod_values import pod_identity
 from rulesched.tools.recording_read import Call
@@ -48,8 +49,9 @@ def recorded(call: Call) -> Verdict:
     """The verdict the live rules gave, as recorded."""
     decision = call.decision
     if call.verb == "prioritize":
-        return Verdict(scores=dict(decision.get("scores") or {}))
-    return Verdict(frozenset(decision.get("passed") or ()), rejections=Counter(decision.get("rejections") or {}))
+        return Verdict(scores=dict(decision.get(DecisionKeys.SCORES) or {}))
+    rejections = Counter(decision.get(DecisionKeys.REJECTIONS) or {})
+    return Verdict(frozenset(decision.get(DecisionKeys.PASSED) or ()), rejections=rejections)
 
 
 def decided(book: RuleBook, call: Call) -> Verdict:
@@ -145,7 +147,7 @@ def replay(calls: Iterable[Call], new: RuleBook, baseline: RuleBook | None) -> I
     for call in calls:
         if call.verb not in ("filter", "prioritize"):
             continue
-        if baseline is None and call.decision.get("deadlineExceeded"):
+        if baseline is None and call.decision.get(DecisionKeys.DEADLINE_EXCEEDED):
             impact.requests["skipped"] += 1  # its rules did not all run: the recorded answer is no baseline
             continue
         before = recorded(call) if baseline is None else decided(baseline, call)

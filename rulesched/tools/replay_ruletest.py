@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from rulesched.recording_format import DecisionKeys
 from rulesched.rules.context import NodeContext
 from rulesched.rules.pod_values import pod_identity
 from rulesched.tools.recording_read import Call, Recording, read_calls
@@ -93,10 +94,10 @@ def expectations(filtered: Call, prioritized: Call | None) -> dict[str, Any]:
     """The recorded decision as a RuleTest `expect`: scores only when the prioritize call ranked exactly
     the nodes that passed, on the same snapshot (a RuleTest scores the passing nodes)."""
     decision = filtered.decision
-    expect: dict[str, Any] = {"feasible": list(decision.get("passed") or [])}
-    expect["rejected"] = dict(decision.get("rejected") or {})
+    expect: dict[str, Any] = {"feasible": list(decision.get(DecisionKeys.PASSED) or [])}
+    expect["rejected"] = dict(decision.get(DecisionKeys.REJECTED) or {})
     if prioritized is not None and _same_snapshot(filtered, prioritized):
-        scores = dict(prioritized.decision.get("scores") or {})
+        scores = dict(prioritized.decision.get(DecisionKeys.SCORES) or {})
         expect["scores"] = scores
         if scores:
             expect["best"] = min(scores.items(), key=lambda item: (-item[1], item[0]))[0]
@@ -105,7 +106,7 @@ def expectations(filtered: Call, prioritized: Call | None) -> dict[str, Any]:
 
 def _same_snapshot(filtered: Call, prioritized: Call) -> bool:
     seen = {c.name: c.key for c in filtered.contexts}
-    passed = set(filtered.decision.get("passed") or [])
+    passed = set(filtered.decision.get(DecisionKeys.PASSED) or [])
     return {c.name for c in prioritized.contexts} == passed and all(
         seen.get(c.name) == c.key for c in prioritized.contexts
     )
