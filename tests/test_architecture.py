@@ -53,14 +53,7 @@ FORBIDDEN_LAYERS = {
     "rulesched.tools": ("rulesched.cli", "rulesched.extender"),
     # What the HTTP edge hands on once a call is answered (the answered call, the moments between requests) is a
     # floor below both the edge and the controllers that work from it (the shadow rules), on the decision only.
-    "rulesched.handoff": (
-        "rulesched.cluster",
-        "rulesched.writes",
-        "rulesched.controllers",
-        "rulesched.extender",
-        "rulesched.tools",
-        "rulesched.cli",
-    ),
+    "rulesched.handoff": tuple(floor for floor in ABOVE_DECIDE if floor != "rulesched.handoff"),
     "rulesched.recording_format": (
         "rulesched.rules",
         "rulesched.decide",
