@@ -88,10 +88,10 @@ OWNERS = {
     "uvicorn": ("rulesched.extender",),
     "prometheus_client": ("rulesched.extender", "rulesched.controllers"),
     "orjson": ("rulesched.extender", "rulesched.controllers"),
-    "msgspec": ("rulesched.extender.wire", "rulesched.cluster.pod_metrics_wire"),
+    "msgspec": ("rulesched.extender.wire", "rulesched.cluster.usage.pod_metrics_wire"),
     "watchfiles": ("rulesched.rules.reloader",),
     "pydantic_settings": ("rulesched.settings",),
-    "httpx": ("rulesched.cluster.prometheus",),
+    "httpx": ("rulesched.cluster.metrics.prometheus",),
 }
 
 
@@ -267,7 +267,7 @@ def test_no_controller_imports_another() -> None:
 
 def test_the_controller_check_sees_a_controller_importing_another(tmp_path: Path) -> None:
     module = tmp_path / "controller.py"
-    module.write_text("from rulesched.controllers.audit.auditor import Auditor\nimport rulesched.cluster.pods\n")
+    module.write_text("from rulesched.controllers.audit.auditor import Auditor\nimport rulesched.cluster.pods.index\n")
     found = imports(module)
     assert other_controllers("rulesched.controllers.requeue.controller", found) == [
         "rulesched.controllers.audit.auditor",

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rulesched.cluster.loop import Outcome
-from rulesched.cluster.prometheus import Poller, QueryError, QueryStatus, sample_value, vector_of
-from rulesched.cluster.usage import PodUsage, UsageStore, Views, record_usage
+from rulesched.cluster.metrics.prometheus import Poller, QueryError, QueryStatus, sample_value, vector_of
+from rulesched.cluster.usage.store import PodUsage, UsageStore, Views, record_usage
 from rulesched.rules.metricsource import MetricSource
 from rulesched.rules.metricsource import PodUsage as PodUsageQueries
 

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rulesched.cluster.pods import assigned_node, pod_key
+from rulesched.cluster.pods.index import assigned_node, pod_key
 from rulesched.cluster.sources import parse_timestamp
 
 OPT_OUT = "rulesched.io/deschedule"

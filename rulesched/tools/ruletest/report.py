@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from rulesched.tools.ruletest_load import Problem
-from rulesched.tools.ruletest_run import CaseResult, SuiteResult
+from rulesched.tools.ruletest.load import Problem
+from rulesched.tools.ruletest.run import CaseResult, SuiteResult
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 

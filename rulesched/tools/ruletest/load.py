@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from rulesched.rules.loader import RULE_SUFFIXES, Document, read_documents
-from rulesched.tools.ruletest_model import KIND, RuleTest
+from rulesched.tools.ruletest.model import KIND, RuleTest
 
 DEFAULT_PATH = Path("rules/tests")
 """Where `rulesched test` looks when given no path."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rulesched.cluster.pods import NamespaceSource, PodSource
+from rulesched.cluster.pods.index import NamespaceSource, PodSource
 from rulesched.cluster.sources import MetricsSource
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import EngineName, make_engine
@@ -29,9 +29,9 @@ from rulesched.tools.inputs import (
     read_pod,
     read_pods,
 )
-from rulesched.tools.ruletest_expect import actual_summary, compare
-from rulesched.tools.ruletest_load import Suite, field_path
-from rulesched.tools.ruletest_model import Case
+from rulesched.tools.ruletest.expect import actual_summary, compare
+from rulesched.tools.ruletest.load import Suite, field_path
+from rulesched.tools.ruletest.model import Case
 
 Status = Literal["passed", "failed", "error"]
 Nodes = list[Mapping[str, Any]]

@@ -8,16 +8,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from rulesched.cluster.pods import FilePodSource, PodIndex, PodSource
+from rulesched.cluster.pods.index import FilePodSource, PodIndex, PodSource
 from rulesched.cluster.sources import items_of
-from rulesched.cluster.usage import FilePodMetrics, UsageOptions, UsageStore
+from rulesched.cluster.usage.store import FilePodMetrics, UsageOptions, UsageStore
 from rulesched.rules.estimate import Fallback
 from rulesched.settings import Settings
 
 if TYPE_CHECKING:
-    from rulesched.cluster.kube import KubeAccess
-    from rulesched.cluster.prometheus import PrometheusPollers
-    from rulesched.cluster.prometheus_pods import PodUsageFeed
+    from rulesched.cluster.kube.access import KubeAccess
+    from rulesched.cluster.metrics.prometheus import PrometheusPollers
+    from rulesched.cluster.usage.prometheus_pods import PodUsageFeed
 
 METRICS_SERVER, PROMETHEUS = "metrics-server", "prometheus"
 """The sources of the pods' usage whose polls are timed (`rulesched_usage_poll_seconds{source}`)."""
@@ -96,7 +96,7 @@ def build_estimates(
         if isinstance(pods, FilePodSource):  # its pods were read before the store knew their usage
             pods.replace(items_of(pods.path, "PodList"))
     elif _polls(settings, access, index):
-        from rulesched.cluster.pod_metrics import PodMetricsPoller
+        from rulesched.cluster.usage.pod_metrics import PodMetricsPoller
 
         assert access is not None
         assert index is not None
@@ -106,7 +106,7 @@ def build_estimates(
         polled = METRICS_SERVER
         parts.append(f"pod usage from metrics-server every {settings.metrics_interval:g}s")
     if prometheus is not None and index is not None:
-        from rulesched.cluster.prometheus_pods import PodUsageFeed
+        from rulesched.cluster.usage.prometheus_pods import PodUsageFeed
 
         # Not in the description: whether a MetricSource declares podUsage changes with the rules (/rules says).
         prometheus.pod_usage = pod_usage = PodUsageFeed(store, index.views, settings.max_pods)

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from rulesched.tools.tune_kube import DEFAULT_WEIGHTS
+from rulesched.tools.tune.kube import DEFAULT_WEIGHTS
 
 
 class ConfigError(ValueError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from rulesched.decide.decision import Decision
-from rulesched.tools.ruletest_model import Expect
+from rulesched.tools.ruletest.model import Expect
 
 Check = Callable[[Expect, Decision], list[str]]
 

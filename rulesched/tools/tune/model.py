@@ -28,7 +28,7 @@ from rulesched.decide.verbs import Call, Verb
 from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext, NodeUsage, node_context, node_pods
 from rulesched.rules.pod_values import pod_identity, pod_view
-from rulesched.tools.tune_kube import Demand, NodeState, extender_part, fits, owner_of, plugin_scores
+from rulesched.tools.tune.kube import Demand, NodeState, extender_part, fits, owner_of, plugin_scores
 
 
 @dataclass(frozen=True, slots=True)

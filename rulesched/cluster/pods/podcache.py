@@ -17,10 +17,10 @@ from dataclasses import replace
 from typing import Any
 
 from rulesched.cluster.loop import BackgroundLoop, LoopStatus
-from rulesched.cluster.namespaces import namespaces_by_name
-from rulesched.cluster.nodecache import NodeCache, NodeCacheOptions
-from rulesched.cluster.placement_view import PlacementViews
-from rulesched.cluster.pods import PodIndex
+from rulesched.cluster.nodes.nodecache import NodeCache, NodeCacheOptions
+from rulesched.cluster.pods.index import PodIndex
+from rulesched.cluster.pods.namespaces import namespaces_by_name
+from rulesched.cluster.pods.placement_view import PlacementViews
 from rulesched.rules.pod_values import namespace_view
 
 log = logging.getLogger(__name__)

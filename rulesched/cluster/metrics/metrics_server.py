@@ -20,8 +20,8 @@ from typing import Any
 
 from kubernetes.client import CustomObjectsApi
 
-from rulesched.cluster.errors import ApiError, NotFoundError, api_errors
-from rulesched.cluster.kube import read_json
+from rulesched.cluster.kube.access import read_json
+from rulesched.cluster.kube.errors import ApiError, NotFoundError, api_errors
 from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, LoopStatus, Outcome
 from rulesched.cluster.sources import node_usage
 from rulesched.rules.context import NodeUsage, node_name

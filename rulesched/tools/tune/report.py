@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rulesched.tools.replay_markdown import code
+from rulesched.tools.replay.markdown import code
 
 ROWS = 200
 """The most score rules the Markdown report lists (each row within 150 characters: well within a comment)."""

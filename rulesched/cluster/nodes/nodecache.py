@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 from kubernetes.client import CoreV1Api
 
 from rulesched.cluster.changelog import ChangeLog
-from rulesched.cluster.errors import ApiError, GoneError, NotFoundError, api_errors
-from rulesched.cluster.kube import discard, interrupt, read_json
+from rulesched.cluster.kube.access import discard, interrupt, read_json
+from rulesched.cluster.kube.errors import ApiError, GoneError, NotFoundError, api_errors
 from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, LoopStatus, Outcome
+from rulesched.cluster.nodes.unknown_nodes import NegativeCache
 from rulesched.cluster.sources import NamedNodes, without_managed_fields
-from rulesched.cluster.unknown_nodes import NegativeCache
 from rulesched.rules.context import node_name
 
 log = logging.getLogger(__name__)

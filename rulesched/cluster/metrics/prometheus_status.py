@@ -1,4 +1,4 @@
-"""The health of one Prometheus query of a MetricSource, for /rules and /metrics (cluster/prometheus.py)."""
+"""The health of one Prometheus query of a MetricSource, for /rules and /metrics (cluster/metrics/prometheus.py)."""
 
 from __future__ import annotations
 

@@ -28,9 +28,11 @@ from typing import Any, Protocol
 
 import httpx
 
-from rulesched.cluster.custom import Answer, CustomValues
 from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, LoopStatus, Outcome
-from rulesched.cluster.prometheus_status import QueryStatus as QueryStatus  # re-exported: its users import it here
+from rulesched.cluster.metrics.custom import Answer, CustomValues
+from rulesched.cluster.metrics.prometheus_status import (
+    QueryStatus as QueryStatus,  # re-exported: its users import it here
+)
 from rulesched.rules.metricsource import MetricQuery, MetricSource, PrometheusServer
 
 log = logging.getLogger(__name__)

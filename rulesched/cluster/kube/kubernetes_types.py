@@ -2,8 +2,9 @@
 client's models into the compact table the rules' type check reads (`rules/cel/kubernetes_types.json`).
 
 The client is generated from Kubernetes' OpenAPI document, so each model's `openapi_types` and
-`attribute_map` are the schema's fields, their JSON names and their types. The table is written once, when
-the pinned client changes (`python -m rulesched.cluster.kubernetes_types > rulesched/rules/cel/kubernetes_types.json`),
+`attribute_map` are the schema's fields, their JSON names and their types. The table is written once, when the
+pinned client changes
+(`python -m rulesched.cluster.kube.kubernetes_types > rulesched/rules/cel/kubernetes_types.json`),
 so that loading rules never imports the client; `tests/rules/test_typecheck_schema.py` fails while the
 table and the installed client disagree.
 

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 from kubernetes.client.exceptions import ApiException
 
-from rulesched.cluster.kube import status_message
+from rulesched.cluster.kube.access import status_message
 
 
 class ApiError(Exception):

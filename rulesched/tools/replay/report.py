@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rulesched.tools.recording_read import Recording
-from rulesched.tools.replay import Impact
+from rulesched.tools.replay.impact import Impact
 
 METRICS = ("pods", "feasible_changed", "unschedulable", "schedulable_again", "top_node_changed")
 _OPERATORS: dict[str, Callable[[int, int], bool]] = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from rulesched.cluster.usage import PodUsage, usage_number
+from rulesched.cluster.usage.store import PodUsage, usage_number
 from rulesched.rules.estimate import RESOURCES
 
 

@@ -2,7 +2,7 @@
 
 The pods of a workload (a Deployment, a StatefulSet, a Job: the owner controller, a ReplicaSet named for
 its Deployment; or, for a pod without one, its labels) use alike. Each poll of the pods' usage
-(`rulesched/cluster/pod_metrics.py`: metrics-server's `pods.metrics.k8s.io`) gives, per workload, the
+(`rulesched/cluster/usage/pod_metrics.py`: metrics-server's `pods.metrics.k8s.io`) gives, per workload, the
 `quantile` of its pods' CPU and memory; the last `window` polls' values are kept, and a new pod's estimate
 is their `quantile` again. Memory is per workload (at most `max_workloads`, the least recently sampled
 or asked for forgotten first), never per pod. A workload never seen gets the fallback
@@ -143,7 +143,7 @@ class UsageStore:
         self.polls = 0
         self.preferred_until = 0.0
         """POSIX seconds until which metrics-server's pod polls give way: a MetricSource's `podUsage` answered
-        (cluster/prometheus_pods.py), and its answers count until its `maxAge`."""
+        (cluster/usage/prometheus_pods.py), and its answers count until its `maxAge`."""
 
     def record(self, by_workload: Mapping[str, Iterable[PodUsage]]) -> None:
         """One poll: the usage of the pods of each workload sampled."""

@@ -1,11 +1,11 @@
 """The pods' usage from metrics-server (`pods.metrics.k8s.io`), polled beside the node metrics: it feeds the
-usage store (`cluster/usage.py`) the estimates come from.
+usage store (`cluster/usage/store.py`) the estimates come from.
 
 Every `interval` seconds a thread (a `cluster/loop.py` loop) lists `/apis/metrics.k8s.io/v1beta1/pods`,
 finds each sampled pod's workload among the pods the pod source knows (by namespace and name: a
 PodMetrics names its pod, not its owner), and records one poll in the store. A failed poll only means no
 new samples: the store keeps what it learnt, and polling goes on at the usual pace. While a MetricSource's
-`podUsage` answers (cluster/prometheus_pods.py), the polls give way to it and list nothing.
+`podUsage` answers (cluster/usage/prometheus_pods.py), the polls give way to it and list nothing.
 
 metrics-server answers the whole list at once (it serves no `limit`/`continue` pages), so the read is
 bounded in bytes (`--pod-metrics-max-bytes`), as the Prometheus path is: a larger answer fails the poll
@@ -20,12 +20,12 @@ from typing import Any
 
 from kubernetes.client import CustomObjectsApi
 
-from rulesched.cluster.errors import api_errors
-from rulesched.cluster.kube import discard
+from rulesched.cluster.kube.access import discard
+from rulesched.cluster.kube.errors import api_errors
 from rulesched.cluster.loop import BackgroundLoop, Backoff, LoopOptions, LoopStatus, Outcome
-from rulesched.cluster.metrics_server import describe_failure
-from rulesched.cluster.pod_metrics_wire import pod_usage
-from rulesched.cluster.usage import UsageStore, Views, record_usage
+from rulesched.cluster.metrics.metrics_server import describe_failure
+from rulesched.cluster.usage.pod_metrics_wire import pod_usage
+from rulesched.cluster.usage.store import UsageStore, Views, record_usage
 from rulesched.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rulesched.rules.book import RuleBook
-from rulesched.tools.tune_model import Outcome, Scene, Weights, simulate
+from rulesched.tools.tune.model import Outcome, Scene, Weights, simulate
 
 OBJECTIVES = ("balance", "pack")
 RULE_GRID = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)

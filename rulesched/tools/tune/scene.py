@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from rulesched.cluster.sources import SourceError, read_document
-from rulesched.cluster.usage import UsageStore, record_poll
+from rulesched.cluster.usage.store import UsageStore, record_poll
 from rulesched.rules.pod_values import pod_identity, pod_requests, pod_view
 from rulesched.tools.inputs import InputError, read_metrics, read_nodes
 from rulesched.tools.recording_read import Call
-from rulesched.tools.tune_model import Arrival, Scene
+from rulesched.tools.tune.model import Arrival, Scene
 
 MAX_ARRIVALS = 20_000
 """Most pods a scene places (the search's time and memory grow with them); later ones are left out."""
