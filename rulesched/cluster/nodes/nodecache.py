@@ -96,7 +96,7 @@ class NodeCache(NamedNodes):
     """A NodeSource backed by the Kubernetes API: list, then watch, in one daemon thread.
 
     The list and watch calls go through `_call` and each watch event through `_event`, so that the pod
-    and namespace caches (`podcache.py`) reuse this loop over their own kinds."""
+    and namespace caches (`pods/podcache.py`) reuse this loop over their own kinds."""
 
     what = "nodes"
 

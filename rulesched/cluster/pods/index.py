@@ -5,7 +5,7 @@ the placements this extender has made that the pods it knows do not show yet (a 
 /prioritize, a binding sent through /bind). A placement is pending until the pod shows up bound (anywhere:
 it then counts where it really went), or until `recent_seconds` have passed. Every change is recorded in
 a `ChangeLog` by node name, so that only that node's context is rebuilt. The file sources (`--pods`,
-`--namespaces`) and the live caches (`cluster.podcache`) all keep their pods in a `PodIndex`.
+`--namespaces`) and the live caches (`podcache.py`) all keep their pods in a `PodIndex`.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class Placed:
 
 
 Estimator = Callable[[Mapping[str, Any], Mapping[str, float] | None], Mapping[str, float]]
-"""A pod's (or a pod view's) `estimate`, given its requests when known (`cluster.usage.UsageStore.estimate`)."""
+"""A pod's (or a pod view's) `estimate`, given its requests when known (`cluster.usage.store.UsageStore.estimate`)."""
 
 
 def _now() -> datetime.datetime:

@@ -1,5 +1,5 @@
 """The namespaces given once (a NamespaceList file, or those `rulesched explain` read): what `namespaceObject`
-reads when no namespace cache runs. The live cache is `cluster.podcache`'s; both answer `pods.NamespaceSource`.
+reads when no namespace cache runs. The live cache is `podcache.py`'s; both answer `index.NamespaceSource`.
 """
 
 from __future__ import annotations

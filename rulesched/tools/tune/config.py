@@ -2,7 +2,7 @@
 weights of the profile that schedules with rulesched, and the extender's weight.
 
 The profile is the one whose `schedulerName` is `rulesched`, else the first. Its plugins start from
-kube-scheduler's defaults (`tune_kube.DEFAULT_WEIGHTS`); `plugins.multiPoint` and `plugins.score` entries
+kube-scheduler's defaults (`kube.DEFAULT_WEIGHTS`); `plugins.multiPoint` and `plugins.score` entries
 with a `weight` change it, their `disabled` entries (or `*`) remove plugins. The extender's weight is the
 first extender's (`extenders[0].weight`, 1 when not given, as in kube-scheduler).
 """

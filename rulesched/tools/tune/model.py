@@ -3,7 +3,7 @@
 A `Scene` is a cluster (node objects, what each node uses apart from the arriving pods, the pods already on
 it) and the pods that arrive, each with when it arrives and what it really uses. `simulate` places them:
 metrics-server polls every `interval` seconds (a pod counts in its node's sample once it has run `startup`
-seconds); for each arrival kube-scheduler's own filters (`tune_kube`), then the rule book's filters and
+seconds); for each arrival kube-scheduler's own filters (`kube.py`), then the rule book's filters and
 scores evaluated as the server evaluates them (`decide.fast.evaluate` on node contexts whose `recent`
 counts the pods placed since the node's sample, with each pod's usage estimate), the rules' scores combined
 with the weights tried, kube-scheduler's score plugins added, the top node taken (ties at random, seeded).

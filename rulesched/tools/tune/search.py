@@ -1,5 +1,5 @@
 """`rulesched tune`: the score weights and the extender's weight that serve an objective, found by placing a
-scene's pods again and again (`tune_model.simulate`) with other weights.
+scene's pods again and again (`model.simulate`) with other weights.
 
 The search is bounded (`Search.trials` weight sets, each placed with `Search.seeds` seeds, within
 `Search.max_seconds`: the weight sets tried so far when time runs out), deterministic for a seed, and honest:
