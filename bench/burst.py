@@ -30,7 +30,7 @@ if __package__ in (None, ""):
 
 from bench.workload import FOUNDING_RULES, make_workload
 from rulesched.cluster.contexts import NodeContexts
-from rulesched.cluster.pods import PodIndex
+from rulesched.cluster.pods.index import PodIndex
 from rulesched.cluster.sources import FileMetricsSource, FileNodeSource
 from rulesched.decide.fast import evaluate, prepared
 from rulesched.decide.verbs import Call, Verb

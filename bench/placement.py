@@ -7,7 +7,7 @@ three Deployments whose pods all request 500m and use 0.4x, 1x and 3x of it; met
 and pod usage every 10 s; waves of pods 15 s apart), placed five ways in the same run:
 
 - `requests`: kube-scheduler alone, its default score plugins with their default weights as
-  `rulesched tune` models them (`rulesched/tools/tune_kube.py`: NodeResourcesFit LeastAllocated,
+  `rulesched tune` models them (`rulesched/tools/tune/kube.py`: NodeResourcesFit LeastAllocated,
   NodeResourcesBalancedAllocation, PodTopologySpread's default constraints, TaintToleration, NodeAffinity,
   ImageLocality), by the pods' requests;
 - `rulesched (requests)`: the real rulesched server (names mode, `rules/xy-least-cpu.yaml` as shipped)
@@ -46,10 +46,10 @@ if __package__ in (None, ""):
 
 from bench.placement_world import SampledMetrics, Scenario, World, node_object, scene, spread, waves
 from rulesched.cluster import Cluster
-from rulesched.cluster.estimates import Estimates
-from rulesched.cluster.pods import PodIndex
+from rulesched.cluster.pods.index import PodIndex
 from rulesched.cluster.sources import FileNodeSource
-from rulesched.cluster.usage import UsageStore, record_poll
+from rulesched.cluster.usage.estimates import Estimates
+from rulesched.cluster.usage.store import UsageStore, record_poll
 from rulesched.extender.app import create_app
 from rulesched.extender.metrics import Metrics
 from rulesched.extender.observe import Observer
@@ -57,11 +57,11 @@ from rulesched.rules.cel import make_engine
 from rulesched.rules.loader import load_rule_book
 from rulesched.rules.store import RuleStore
 from rulesched.settings import Settings
-from rulesched.tools.tune import Search, current_weights, tune
-from rulesched.tools.tune_kube import DEFAULT_WEIGHTS, Demand, NodeState, extender_part, owner_of, plugin_scores
-from rulesched.tools.tune_kube import fits as tune_fits
-from rulesched.tools.tune_model import Weights
-from rulesched.tools.tune_write import rewritten
+from rulesched.tools.tune.kube import DEFAULT_WEIGHTS, Demand, NodeState, extender_part, owner_of, plugin_scores
+from rulesched.tools.tune.kube import fits as tune_fits
+from rulesched.tools.tune.model import Weights
+from rulesched.tools.tune.search import Search, current_weights, tune
+from rulesched.tools.tune.write import rewritten
 
 REPO = Path(__file__).resolve().parent.parent
 FOUNDING = REPO / "rules" / "xy-least-cpu.yaml"
@@ -82,13 +82,13 @@ def kube_states(world: World) -> dict[str, NodeState]:
 
 
 def fits(world: World, pod: Mapping[str, Any]) -> list[str]:
-    """kube-scheduler's own filters (`rulesched.tools.tune_kube`): the pod's requests fit what is left."""
+    """kube-scheduler's own filters (`rulesched.tools.tune.kube`): the pod's requests fit what is left."""
     demand = Demand.of(pod)
     return [name for name, state in kube_states(world).items() if tune_fits(pod, demand, state)]
 
 
 def kube_scores(world: World, pod: Mapping[str, Any], names: Sequence[str]) -> dict[str, float]:
-    """kube-scheduler's default score plugins with their default weights (`rulesched.tools.tune_kube`)."""
+    """kube-scheduler's default score plugins with their default weights (`rulesched.tools.tune.kube`)."""
     states = kube_states(world)
     scores = plugin_scores(pod, Demand.of(pod), [states[n] for n in names], DEFAULT_WEIGHTS, len(states))
     return dict(zip(names, map(float, scores), strict=True))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rulesched.rules.context import NodeUsage
-from rulesched.tools.tune_model import Arrival, Scene
+from rulesched.tools.tune.model import Arrival, Scene
 
 EPOCH = datetime.datetime(2026, 11, 26, 12, 0, tzinfo=datetime.UTC)
 CPU, MEMORY = 16.0, 64 * 2.0**30

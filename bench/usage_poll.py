@@ -3,7 +3,7 @@
 Usage: `python bench/usage_poll.py [--pods 10000,100000] [--per-workload 10] [--json FILE]`
 
 One poll is what `PodMetricsPoller` does with metrics-server's answer: decode the PodMetricsList from its
-bytes (`cluster/pod_metrics_wire.py`), find each pod's workload among the pods the pod cache knows (their
+bytes (`cluster/usage/pod_metrics_wire.py`), find each pod's workload among the pods the pod cache knows (their
 views), and record the poll in the usage store. Measured in-process on generated pods (`--per-workload`
 pods per Deployment), with the store bounded as configured (`--usage-workloads`): a poll's milliseconds
 (the median of `--polls`; wall clock and this process's CPU time, the steadier on a shared machine), the
@@ -25,8 +25,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rulesched.cluster.pod_metrics_wire import pod_usage
-from rulesched.cluster.usage import UsageOptions, UsageStore, record_usage
+from rulesched.cluster.usage.pod_metrics_wire import pod_usage
+from rulesched.cluster.usage.store import UsageOptions, UsageStore, record_usage
 from rulesched.rules.pod_values import pod_view
 
 HASH = "5d8f7c9b4"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.nodecache import NodeCache
+from rulesched.cluster.kube.access import KubeAccess
+from rulesched.cluster.nodes.nodecache import NodeCache
 from rulesched.rules.cel import ENGINE_NAMES, Engine, make_engine
 from tests import outside_reads
 from tests.kubeapi import KubeAPI, access_for, refused_port

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.placement_view import PlacementViews
-from rulesched.cluster.podcache import PodCache
-from rulesched.cluster.pods import PodIndex
+from rulesched.cluster.kube.access import KubeAccess
+from rulesched.cluster.pods.index import PodIndex
+from rulesched.cluster.pods.placement_view import PlacementViews
+from rulesched.cluster.pods.podcache import PodCache
 from rulesched.controllers.audit.auditor import Auditor, AuditSources
 from rulesched.controllers.audit.descheduler import DescheduleOptions, Descheduler
 from rulesched.rules.cel import make_engine

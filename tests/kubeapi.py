@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from rulesched.cluster.kube import KubeAccess, KubeEnvironment, connect, find_config
-from rulesched.cluster.nodecache import NodeCache, NodeCacheOptions
+from rulesched.cluster.kube.access import KubeAccess, KubeEnvironment, connect, find_config
+from rulesched.cluster.nodes.nodecache import NodeCache, NodeCacheOptions
 from tests.kubewrites import ROUTES as WRITE_ROUTES
 from tests.kubewrites import Writes
 from tests.paths import APISERVER_FIXTURES, POD_FIXTURES

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
+import itertools
 from pathlib import Path
 
 import pytest
@@ -93,10 +95,10 @@ OWNERS = {
     "uvicorn": ("rulesched.extender",),
     "prometheus_client": ("rulesched.extender", "rulesched.controllers"),
     "orjson": ("rulesched.extender", "rulesched.controllers"),
-    "msgspec": ("rulesched.extender.wire", "rulesched.cluster.pod_metrics_wire"),
+    "msgspec": ("rulesched.extender.wire", "rulesched.cluster.usage.pod_metrics_wire"),
     "watchfiles": ("rulesched.rules.reloader",),
     "pydantic_settings": ("rulesched.settings",),
-    "httpx": ("rulesched.cluster.prometheus",),
+    "httpx": ("rulesched.cluster.metrics.prometheus",),
 }
 
 
@@ -300,7 +302,7 @@ def test_no_controller_imports_another() -> None:
 
 def test_the_controller_check_sees_a_controller_importing_another(tmp_path: Path) -> None:
     module = tmp_path / "controller.py"
-    module.write_text("from rulesched.controllers.audit.auditor import Auditor\nimport rulesched.cluster.pods\n")
+    module.write_text("from rulesched.controllers.audit.auditor import Auditor\nimport rulesched.cluster.pods.index\n")
     found = imports(module)
     assert other_controllers("rulesched.controllers.requeue.controller", found) == [
         "rulesched.controllers.audit.auditor",
@@ -400,7 +402,7 @@ def test_the_write_check_sees_every_kind_of_write(tmp_path: Path) -> None:
 
 FOLDER_MODULES = 20
 """No folder of the package holds more modules: a larger one is split by what its parts do."""
-FOLDERS_OVER = {"rulesched/tools": 30, "rulesched/cluster": 25, "rulesched/extender": 22}
+FOLDERS_OVER = {"rulesched/extender": 22}
 """Today's folders over the limit and their sizes, to be split when next changed: none may grow, none may join."""
 
 
@@ -425,4 +427,51 @@ def test_the_folder_check_sees_a_large_folder(tmp_path: Path) -> None:
         for index in range(count):
             (tmp_path / folder / f"m{index}.py").write_text('"""A module."""\n')
     assert folders_over(folder_sizes(tmp_path / "rulesched", tmp_path)) == {"rulesched/small/big": FOLDER_MODULES + 1}
-    assert folders_over({"rulesched/cluster": FOLDERS_OVER["rulesched/cluster"] + 1}) != {}, "an exception grew"
+    assert folders_over({"rulesched/extender": FOLDERS_OVER["rulesched/extender"] + 1}) != {}, "an exception grew"
+
+
+FOLDER_CHAIN = 5
+"""No import chain inside one folder is longer (in modules, the folder's `__init__` included): a deeper folder is
+cut by what its parts do, so that each room reads in a few steps."""
+FOLDER_CHAINS_OVER = {"rulesched/rules": 9, "rulesched/decide/fast": 9, "rulesched/extender": 8}
+"""Today's folders with a longer chain and its length, to be cut when next changed: none may grow, none may join."""
+
+
+def folder_of(path: Path) -> str:
+    """The folder of the package that holds the module at `path` (a package's `__init__` is in its own folder)."""
+    return path.parent.relative_to(REPO).as_posix()
+
+
+def chains(edges: dict[str, set[str]], folders: dict[str, str]) -> dict[str, int]:
+    """Each folder of `folders` (module → folder) and the longest import chain of `edges` through its own modules
+    only, counted in modules: an import of another folder's module ends the chain. `edges` has no circle."""
+
+    @functools.cache
+    def depth(module: str) -> int:
+        inside = [target for target in edges.get(module, ()) if folders.get(target) == folders[module]]
+        return 1 + max(map(depth, inside), default=0)
+
+    longest: dict[str, int] = {}
+    for module, folder in folders.items():
+        longest[folder] = max(longest.get(folder, 0), depth(module))
+    return longest
+
+
+def chains_over(longest: dict[str, int]) -> dict[str, int]:
+    """The folders whose longest chain is over `FOLDER_CHAIN`, past what `FOLDER_CHAINS_OVER` allows them."""
+    return {f: n for f, n in longest.items() if n > max(FOLDER_CHAIN, FOLDER_CHAINS_OVER.get(f, 0))}
+
+
+def test_no_import_chain_inside_a_folder_is_longer_than_the_limit() -> None:
+    assert chains_over(chains(graph(), {module: folder_of(path) for module, path in MODULES})) == {}
+
+
+def test_the_chain_check_sees_a_deep_folder() -> None:
+    deep = [f"deep.m{index}" for index in range(FOLDER_CHAIN + 1)]
+    flat = [f"flat.m{index}" for index in range(FOLDER_CHAIN)]
+    edges = {module: {after} for chain in (deep, flat) for module, after in itertools.pairwise(chain)}
+    edges[flat[-1]] = {deep[0]}  # an import of another folder's module does not lengthen this folder's chain
+    folders = {module: "rulesched/" + module.split(".")[0] for module in deep + flat}
+    assert chains(edges, folders) == {"rulesched/deep": FOLDER_CHAIN + 1, "rulesched/flat": FOLDER_CHAIN}
+    assert chains_over(chains(edges, folders)) == {"rulesched/deep": FOLDER_CHAIN + 1}
+    assert chains_over({"rulesched/extender": FOLDER_CHAINS_OVER["rulesched/extender"] + 1}) != {}, "an exception grew"

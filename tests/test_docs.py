@@ -32,7 +32,7 @@ import yaml
 from rulesched.cli import main
 from rulesched.cli.reference import configuration_reference
 from rulesched.settings import Settings
-from rulesched.tools.ruletest_model import RuleTest
+from rulesched.tools.ruletest.model import RuleTest
 from tests.paths import REPO
 from tests.server import running_server
 from tests.tools.test_config_scheduler import assert_only_known_fields

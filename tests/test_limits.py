@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rulesched.cluster.nodecache import NodeCache
+from rulesched.cluster.nodes.nodecache import NodeCache
 from rulesched.settings import Settings
 from tests.kubeapi import KubeAPI, wait_for
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, RULES

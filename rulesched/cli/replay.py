@@ -51,8 +51,8 @@ def add(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rulesched.rules.errors import RulesLoadFailed
     from rulesched.tools.recording_read import RecordingError
-    from rulesched.tools.replay_report import ThresholdError
-    from rulesched.tools.replay_ruletest import RuleTestError
+    from rulesched.tools.replay.report import ThresholdError
+    from rulesched.tools.replay.ruletest import RuleTestError
 
     if bool(args.to_ruletest) != bool(args.out):
         return fail("--to-ruletest POD and --out DIR go together", 2)
@@ -66,8 +66,8 @@ def _replay(args: argparse.Namespace) -> int:
     from rulesched.rules.cel import make_engine
     from rulesched.rules.loader import load_rule_book
     from rulesched.tools.recording_read import Recording, read_calls
-    from rulesched.tools.replay import replay
-    from rulesched.tools.replay_report import breached, parse_thresholds, render_junit, render_text, report
+    from rulesched.tools.replay.impact import replay
+    from rulesched.tools.replay.report import breached, parse_thresholds, render_junit, render_text, report
 
     thresholds = parse_thresholds(args.fail_on)
     engine = make_engine(args.cel_engine)
@@ -83,7 +83,7 @@ def _replay(args: argparse.Namespace) -> int:
     if args.output == "json":
         sys.stdout.write(json.dumps(found, indent=2) + "\n")
     elif args.output == "markdown":
-        from rulesched.tools.replay_markdown import render_markdown
+        from rulesched.tools.replay.markdown import render_markdown
 
         sys.stdout.write(render_markdown(found))
     else:
@@ -93,7 +93,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _ruletest(args: argparse.Namespace) -> int:
     from rulesched.tools.recording_read import Recording
-    from rulesched.tools.replay_ruletest import write_ruletest
+    from rulesched.tools.replay.ruletest import write_ruletest
 
     written = write_ruletest(Recording(args.recording), args.to_ruletest, args.rules, args.out)
     print(f"wrote {written}; run it with: rulesched test {written}")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rulesched.rules.cel import ENGINE_NAMES
-from rulesched.tools.ruletest_load import DEFAULT_PATH
+from rulesched.tools.ruletest.load import DEFAULT_PATH
 
 
 def add(commands: Any) -> None:
@@ -30,9 +30,9 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rulesched.tools.ruletest_load import load_tests
-    from rulesched.tools.ruletest_report import print_results, write_junit
-    from rulesched.tools.ruletest_run import Runner
+    from rulesched.tools.ruletest.load import load_tests
+    from rulesched.tools.ruletest.report import print_results, write_junit
+    from rulesched.tools.ruletest.run import Runner
 
     suites, problems = load_tests(args.paths)
     runner = Runner(args.cel_engine)

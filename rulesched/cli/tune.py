@@ -17,7 +17,7 @@ from rulesched.cli.common import fail
 from rulesched.rules.cel import ENGINE_NAMES
 
 if TYPE_CHECKING:
-    from rulesched.tools.tune_model import Scene
+    from rulesched.tools.tune.model import Scene
 
 TUNE_HELP = """\
 examples:
@@ -63,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
     from rulesched.rules.errors import RulesLoadFailed
     from rulesched.tools.inputs import InputError
     from rulesched.tools.recording_read import RecordingError
-    from rulesched.tools.tune_config import ConfigError
-    from rulesched.tools.tune_scene import SceneError
-    from rulesched.tools.tune_write import WriteError
+    from rulesched.tools.tune.config import ConfigError
+    from rulesched.tools.tune.scene import SceneError
+    from rulesched.tools.tune.write import WriteError
 
     problem = _check(args)
     if problem:
@@ -92,8 +92,8 @@ def _check(args: argparse.Namespace) -> str | None:
 def _tune(args: argparse.Namespace) -> int:
     from rulesched.rules.cel import make_engine
     from rulesched.rules.loader import load_rule_book
-    from rulesched.tools.tune import Search, current_weights, report, tune
-    from rulesched.tools.tune_config import read_profile
+    from rulesched.tools.tune.config import read_profile
+    from rulesched.tools.tune.search import Search, current_weights, report, tune
 
     book = load_rule_book(args.rules, make_engine(args.cel_engine))
     profile = read_profile(args.scheduler_config)
@@ -111,7 +111,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 def _scene(args: argparse.Namespace) -> tuple[Scene, dict[str, str]]:
     from rulesched.tools.recording_read import Recording, read_calls
-    from rulesched.tools.tune_scene import from_calls, from_files
+    from rulesched.tools.tune.scene import from_calls, from_files
 
     if args.recording is not None:
         scene = from_calls(read_calls(Recording(args.recording)), args.interval, args.recent_seconds)
@@ -122,14 +122,14 @@ def _scene(args: argparse.Namespace) -> tuple[Scene, dict[str, str]]:
 
 
 def _write(args: argparse.Namespace, found: dict[str, Any]) -> list[str]:
-    from rulesched.tools.tune_write import write_rules
+    from rulesched.tools.tune.write import write_rules
 
     weights = found["chosen"]["weights"]["rules"]
     return [str(p) for p in write_rules(args.rules, weights, args.write)]
 
 
 def _print(found: dict[str, Any], output: str) -> None:
-    from rulesched.tools.tune_report import render_markdown, render_text
+    from rulesched.tools.tune.report import render_markdown, render_text
 
     if output == "json":
         sys.stdout.write(json.dumps(found, indent=2) + "\n")

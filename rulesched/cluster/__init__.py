@@ -12,17 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rulesched.cluster.custom import CustomValues
-from rulesched.cluster.namespaces import FileNamespaceSource
-from rulesched.cluster.placement_view import PlacementViews
-from rulesched.cluster.pods import FilePodSource, NamespaceSource, PodIndex, PodSource
+from rulesched.cluster.metrics.custom import CustomValues
+from rulesched.cluster.pods.index import FilePodSource, NamespaceSource, PodIndex, PodSource
+from rulesched.cluster.pods.namespaces import FileNamespaceSource
+from rulesched.cluster.pods.placement_view import PlacementViews
 from rulesched.cluster.sources import Binder, FileMetricsSource, FileNodeSource, MetricsSource, NodeSource, items_of
 from rulesched.settings import Settings
 
 if TYPE_CHECKING:
-    from rulesched.cluster.estimates import Estimates
-    from rulesched.cluster.kube import KubeAccess, KubeEnvironment
-    from rulesched.cluster.prometheus import PrometheusPollers
+    from rulesched.cluster.kube.access import KubeAccess, KubeEnvironment
+    from rulesched.cluster.metrics.prometheus import PrometheusPollers
+    from rulesched.cluster.usage.estimates import Estimates
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None, *, bin
     if settings.cluster != "off":
         # Imported only when a cluster may be used: the kubernetes client takes a third of a second and
         # about 30 MB to import, and the offline tools and `--cluster off` never need it.
-        from rulesched.cluster.kube import cluster_access
+        from rulesched.cluster.kube.access import cluster_access
 
         access = cluster_access(settings, env)
     parts = [access.describe() if access else "no cluster"]
@@ -116,7 +116,7 @@ def build_cluster(settings: Settings, env: KubeEnvironment | None = None, *, bin
         pods, namespaces, live = _live_pods(settings, access, pods, namespaces, parts)
         placements = placements or live
     custom, prometheus = _custom_values(settings, metrics, parts)
-    from rulesched.cluster.estimates import build_estimates
+    from rulesched.cluster.usage.estimates import build_estimates
 
     estimates = build_estimates(settings, access, pods, parts, prometheus)
     return Cluster(
@@ -147,7 +147,7 @@ def _custom_values(
 ) -> tuple[CustomValues | None, PrometheusPollers | None]:
     """Where `metrics.custom` comes from: the MetricSources' queries, polled, or the metrics file."""
     if polls_prometheus(settings):
-        from rulesched.cluster.prometheus import PrometheusPollers
+        from rulesched.cluster.metrics.prometheus import PrometheusPollers
 
         parts.append("custom metrics from the MetricSources' Prometheus queries")
         values = CustomValues()
@@ -179,7 +179,7 @@ def _live_pods(
 ) -> tuple[PodSource | None, NamespaceSource | None, PlacementViews | None]:
     """The API-backed pod and namespace caches for what no file provides, described in `parts`, and the
     descheduler's views of the pods beside them (`--deschedule`)."""
-    from rulesched.cluster.podcache import NamespaceCache, PodCache
+    from rulesched.cluster.pods.podcache import NamespaceCache, PodCache
 
     placements = None
     if pods is None:
@@ -201,8 +201,8 @@ def _live_sources(
     settings: Settings, access: KubeAccess, nodes: NodeSource | None, metrics: MetricsSource | None, parts: list[str]
 ) -> tuple[NodeSource | None, MetricsSource | None]:
     """The API-backed sources for what no file provides, described in `parts`."""
-    from rulesched.cluster.metrics_server import MetricsServerSource
-    from rulesched.cluster.nodecache import NodeCache, NodeCacheOptions
+    from rulesched.cluster.metrics.metrics_server import MetricsServerSource
+    from rulesched.cluster.nodes.nodecache import NodeCache, NodeCacheOptions
 
     if nodes is None:
         options = NodeCacheOptions(

@@ -7,7 +7,7 @@ resourceVersion and its metrics sample are the same.
 The pods on a node come from the pod source (`pods`, `allocated`, `recent`): a pod event changes only
 that node's context, and a node's `recent` counts the pods placed after its metrics sample.
 
-Custom metric values (`metrics.custom`, `cluster/custom.py`) are keyed by node name or address: a poll
+Custom metric values (`metrics.custom`, `cluster/metrics/custom.py`) are keyed by node name or address: a poll
 that changes some keys forgets only the contexts of the nodes with those names or addresses.
 
 Names mode runs for every candidate of every request, so it does not ask the sources about each node:
@@ -21,8 +21,8 @@ import threading
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from rulesched.cluster.custom import CustomValues
-from rulesched.cluster.pods import PodSource
+from rulesched.cluster.metrics.custom import CustomValues
+from rulesched.cluster.pods.index import PodSource
 from rulesched.cluster.sources import MetricsSource, NodeSource
 from rulesched.rules.context import (
     EMPTY_PODS,

@@ -16,12 +16,12 @@ from typing import Any, TypeVar
 
 from kubernetes.client import CoreV1Api, CustomObjectsApi
 
-from rulesched.cluster.errors import ApiError, NotFoundError, api_errors
-from rulesched.cluster.kube import KubeAccess, read_json
-from rulesched.cluster.metrics_server import parse_samples
-from rulesched.cluster.namespaces import KnownNamespaces
-from rulesched.cluster.podcache import POD_SELECTOR
-from rulesched.cluster.pods import PodIndex
+from rulesched.cluster.kube.access import KubeAccess, read_json
+from rulesched.cluster.kube.errors import ApiError, NotFoundError, api_errors
+from rulesched.cluster.metrics.metrics_server import parse_samples
+from rulesched.cluster.pods.index import PodIndex
+from rulesched.cluster.pods.namespaces import KnownNamespaces
+from rulesched.cluster.pods.podcache import POD_SELECTOR
 from rulesched.rules.context import NodeUsage
 
 PAGE = 500

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from rulesched.cluster.custom import CustomValues, file_values
+from rulesched.cluster.metrics.custom import CustomValues, file_values
 from rulesched.rules.context import NodeUsage, node_name
 from rulesched.rules.quantity import QuantityError, quantity_value
 

@@ -16,7 +16,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from rulesched.cluster import Cluster
-from rulesched.cluster.pods import PodIndex
+from rulesched.cluster.pods.index import PodIndex
 from rulesched.controllers.shadow import http as shadow_http
 from rulesched.extender import routes
 from rulesched.extender.after import AfterAnswer

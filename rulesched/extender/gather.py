@@ -16,7 +16,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from rulesched.cluster.pods import PodSource
+from rulesched.cluster.pods.index import PodSource
 from rulesched.extender import wire
 from rulesched.extender.state import Extender
 from rulesched.rules.context import NodeContext, with_pods

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rulesched.cluster.pods import PodSource
+from rulesched.cluster.pods.index import PodSource
 from rulesched.decide.decision import Decision
 from rulesched.extender import wire
 from rulesched.extender.state import Extender

@@ -22,7 +22,7 @@ from rulesched.rules.book import RuleBook
 from rulesched.rules.store import RejectedReload, ReloadOutcome, RuleStore
 
 if TYPE_CHECKING:
-    from rulesched.cluster.prometheus import QueryStatus
+    from rulesched.cluster.metrics.prometheus import QueryStatus
 
 _CHILDREN_KEPT = 4096
 """Labelled metric children found again by `Metrics._child` (verbs, codes, rules: a few dozen in practice)."""

@@ -2,7 +2,7 @@
 
 An estimate is a map of doubles in the units of `requests` (`cpu` in cores, `memory` in bytes) and
 `samples`: how many polls of its workload's usage it comes from (0: the fallback). The cluster side
-(`rulesched/cluster/usage.py`) learns estimates from the usage of a workload's pods; this module knows
+(`rulesched/cluster/usage/store.py`) learns estimates from the usage of a workload's pods; this module knows
 only the fallback, so that an evaluation without any usage source (a RuleTest, `rulesched explain`, a
 cluster without pod metrics) sees `estimate` equal to `requests` by default.
 """

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rulesched.cluster.kube import KubeEnvironment, connect, find_config
+from rulesched.cluster.kube.access import KubeEnvironment, connect, find_config
 from rulesched.cluster.snapshot import Snapshot, SnapshotError, read_snapshot
 from rulesched.rules.cel import EngineName, make_engine
 from rulesched.rules.loader import load_rule_book

@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 import yaml
 
 from rulesched.cluster.contexts import NodeContexts
-from rulesched.cluster.namespaces import FileNamespaceSource
-from rulesched.cluster.pods import FilePodSource, NamespaceSource, PodSource
+from rulesched.cluster.pods.index import FilePodSource, NamespaceSource, PodSource
+from rulesched.cluster.pods.namespaces import FileNamespaceSource
 from rulesched.cluster.sources import FileMetricsSource, MetricsSource, SourceError, read_document
 from rulesched.decide.decision import Decision
 from rulesched.decide.fast import evaluate, prepared

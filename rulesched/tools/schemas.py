@@ -20,7 +20,7 @@ from pydantic_core import core_schema
 from rulesched.rules.metricsource import MetricSource
 from rulesched.rules.model import RuleSet
 from rulesched.tools.recording_read import Header
-from rulesched.tools.ruletest_model import RuleTest
+from rulesched.tools.ruletest.model import RuleTest
 
 DIALECT = "http://json-schema.org/draft-07/schema#"
 """Draft 7: what every editor and JSON Schema library reads (the keywords pydantic writes are all in it)."""

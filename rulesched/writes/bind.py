@@ -14,8 +14,8 @@ from typing import Any
 
 from kubernetes.client import CoreV1Api, V1Binding, V1ObjectMeta, V1ObjectReference
 
-from rulesched.cluster.errors import ApiError, api_errors
-from rulesched.cluster.kube import finish
+from rulesched.cluster.kube.access import finish
+from rulesched.cluster.kube.errors import ApiError, api_errors
 
 log = logging.getLogger(__name__)
 

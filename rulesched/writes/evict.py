@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from kubernetes.client import CoreV1Api, V1DeleteOptions, V1Eviction, V1ObjectMeta, V1Preconditions
 
-from rulesched.cluster.errors import ApiError, api_errors
-from rulesched.cluster.kube import finish
+from rulesched.cluster.kube.access import finish
+from rulesched.cluster.kube.errors import ApiError, api_errors
 
 log = logging.getLogger(__name__)
 

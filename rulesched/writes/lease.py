@@ -31,8 +31,8 @@ from typing import Any
 
 from kubernetes.client import CoordinationV1Api
 
-from rulesched.cluster.errors import ConflictError, NotFoundError, api_errors
-from rulesched.cluster.kube import read_json
+from rulesched.cluster.kube.access import read_json
+from rulesched.cluster.kube.errors import ConflictError, NotFoundError, api_errors
 from rulesched.cluster.loop import BackgroundLoop, LoopOptions, Outcome
 
 log = logging.getLogger(__name__)

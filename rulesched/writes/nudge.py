@@ -22,7 +22,8 @@ from typing import Any, Literal
 
 from kubernetes.client import CoreV1Api
 
-from rulesched.cluster.errors import (
+from rulesched.cluster.kube.access import finish
+from rulesched.cluster.kube.errors import (
     ApiError,
     ConflictError,
     ForbiddenError,
@@ -30,7 +31,6 @@ from rulesched.cluster.errors import (
     TooManyRequestsError,
     api_errors,
 )
-from rulesched.cluster.kube import finish
 
 ANNOTATION = "rulesched.io/requeue"
 """The annotation a nudge writes on the pending pod: the one field the admission policy lets rulesched change."""

@@ -13,9 +13,9 @@ import pytest
 import trustme
 
 from rulesched.cluster import Cluster, build_cluster
-from rulesched.cluster.kube import ClusterConfigError, KubeEnvironment, find_config
-from rulesched.cluster.metrics_server import MetricsServerSource
-from rulesched.cluster.nodecache import NodeCache
+from rulesched.cluster.kube.access import ClusterConfigError, KubeEnvironment, find_config
+from rulesched.cluster.metrics.metrics_server import MetricsServerSource
+from rulesched.cluster.nodes.nodecache import NodeCache
 from rulesched.cluster.sources import FileMetricsSource, FileNodeSource
 from rulesched.settings import Settings
 from rulesched.writes.bind import ApiBinder

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from rulesched.cluster.errors import (
+from rulesched.cluster.kube.errors import (
     ApiError,
     BadRequestError,
     ConflictError,

@@ -14,10 +14,10 @@ import pytest
 
 from rulesched.cluster.changelog import ChangeLog
 from rulesched.cluster.contexts import NodeContexts
-from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.metrics_server import MetricsServerSource
-from rulesched.cluster.nodecache import NodeCache
-from rulesched.cluster.pods import PodIndex
+from rulesched.cluster.kube.access import KubeAccess
+from rulesched.cluster.metrics.metrics_server import MetricsServerSource
+from rulesched.cluster.nodes.nodecache import NodeCache
+from rulesched.cluster.pods.index import PodIndex
 from rulesched.cluster.sources import FileNodeSource
 from rulesched.decide import reference
 from rulesched.decide.fast import evaluate, prepared

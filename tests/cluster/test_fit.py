@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rulesched.cluster.fit import NodeUse, insufficient, misfit, pod_level_requests, tolerates
-from rulesched.cluster.placement_view import PlacementViews, node_name_in_spec, placement_view, scheduled_at
+from rulesched.cluster.pods.placement_view import PlacementViews, node_name_in_spec, placement_view, scheduled_at
 from rulesched.controllers.audit.deschedule_policy import Exclusions, exclusion
 from rulesched.rules.model import Descheduling
 from rulesched.rules.pod_values import pod_requests

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.metrics_server import MetricsServerSource
+from rulesched.cluster.kube.access import KubeAccess
+from rulesched.cluster.metrics.metrics_server import MetricsServerSource
 from tests.kubeapi import KubeAPI, access_for, wait_for
 
 GI = 2.0**30
-LOGGER = "rulesched.cluster.metrics_server"
+LOGGER = "rulesched.cluster.metrics.metrics_server"
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.nodecache import NodeCache
+from rulesched.cluster.kube.access import KubeAccess
+from rulesched.cluster.nodes.nodecache import NodeCache
 from tests.kubeapi import KubeAPI, access_for, make_cache, wait_for
 
 FIXTURE_NODES = {"node-a", "node-b", "node-c", "node-d", "node-e"}
@@ -115,7 +115,7 @@ def test_list_answering_410_is_retried(access: KubeAccess, api: KubeAPI) -> None
 def test_api_outage_serves_the_cache_and_catches_up_afterwards(
     cache: NodeCache, api: KubeAPI, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, "rulesched.cluster.nodecache")
+    caplog.set_level(logging.INFO, "rulesched.cluster.nodes.nodecache")
     api.go_down()
     wait_for(lambda: cache.status().failing, what="the cache to notice the outage")
     wait_for(lambda: len(api.requests()) > 6, what="a few retries")

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from rulesched.cluster.pods import PodIndex
-from rulesched.cluster.usage import UsageStore
+from rulesched.cluster.pods.index import PodIndex
+from rulesched.cluster.usage.store import UsageStore
 from rulesched.rules.estimate import Fallback
 from tests.builders import make_pod
 

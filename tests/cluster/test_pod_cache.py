@@ -15,9 +15,9 @@ from urllib.parse import unquote
 
 import pytest
 
-from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.podcache import POD_SELECTOR, NamespaceCache, PodCache
-from rulesched.cluster.pods import PodIndex
+from rulesched.cluster.kube.access import KubeAccess
+from rulesched.cluster.pods.index import PodIndex
+from rulesched.cluster.pods.podcache import POD_SELECTOR, NamespaceCache, PodCache
 from rulesched.rules.pod_values import VIEW_MAX_CHARS, VIEW_MAX_ENTRIES, namespace_view, pod_view
 from rulesched.writes.bind import ApiBinder
 from tests.builders import make_pod

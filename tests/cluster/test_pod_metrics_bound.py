@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.pod_metrics import PodMetricsPoller
-from rulesched.cluster.usage import UsageOptions, UsageStore
+from rulesched.cluster.kube.access import KubeAccess
+from rulesched.cluster.usage.pod_metrics import PodMetricsPoller
+from rulesched.cluster.usage.store import UsageOptions, UsageStore
 from rulesched.settings import Settings
 from tests.builders import make_pod
 from tests.cluster.test_usage import owned, shop_pods

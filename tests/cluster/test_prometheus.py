@@ -19,8 +19,8 @@ import pytest
 import trustme
 
 from rulesched.cluster.contexts import NodeContexts
-from rulesched.cluster.custom import CustomValues
-from rulesched.cluster.prometheus import PrometheusPollers, QueryStatus, drop_port
+from rulesched.cluster.metrics.custom import CustomValues
+from rulesched.cluster.metrics.prometheus import PrometheusPollers, QueryStatus, drop_port
 from rulesched.cluster.sources import FileNodeSource
 from rulesched.rules.metricsource import MetricSource
 from tests.kubeapi import wait_for
@@ -231,7 +231,7 @@ def test_a_prometheus_that_goes_away_and_returns_is_survived(
     prometheus.come_back()
     wait_for(lambda: status_of(pollers, "cpu").state == "ok", what="the recovery")
     assert custom_of(pollers, make_node("node-a")) == {"node-a": {"cpu": 0.07745454545454322}}
-    changes = [r.getMessage() for r in caplog.records if r.name == "rulesched.cluster.prometheus"]
+    changes = [r.getMessage() for r in caplog.records if r.name == "rulesched.cluster.metrics.prometheus"]
     shown = [m.replace(f" ({prometheus.url})", "").split(" (")[0] for m in changes]
     assert [m for m in shown if "failing" in m or "recovered" in m] == [
         "Prometheus query prom/cpu failing",
@@ -307,7 +307,7 @@ def test_sample_age_is_reported_per_value(prometheus: Prometheus, pollers: Prome
 
 @pytest.fixture(autouse=True)
 def _quiet(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="rulesched.cluster.prometheus")
+    caplog.set_level(logging.INFO, logger="rulesched.cluster.metrics.prometheus")
 
 
 def test_tls_with_a_ca_and_a_client_certificate(pollers: PrometheusPollers, tmp_path: Path) -> None:

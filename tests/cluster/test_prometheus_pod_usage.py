@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.pod_metrics import PodMetricsPoller
-from rulesched.cluster.prometheus_pods import STATUS_NAME, PodUsageFeed
-from rulesched.cluster.usage import UsageOptions, UsageStore
+from rulesched.cluster.kube.access import KubeAccess
+from rulesched.cluster.usage.pod_metrics import PodMetricsPoller
+from rulesched.cluster.usage.prometheus_pods import STATUS_NAME, PodUsageFeed
+from rulesched.cluster.usage.store import UsageOptions, UsageStore
 from rulesched.rules.cel import Engine
 from rulesched.rules.errors import RulesLoadFailed
 from rulesched.rules.loader import load_rule_book

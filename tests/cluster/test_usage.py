@@ -12,11 +12,11 @@ import httpx
 import pytest
 
 from rulesched.cluster import build_cluster
-from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.pod_metrics import PodMetricsPoller
-from rulesched.cluster.pod_metrics_wire import pod_usage
-from rulesched.cluster.pods import PodIndex
-from rulesched.cluster.usage import (
+from rulesched.cluster.kube.access import KubeAccess
+from rulesched.cluster.pods.index import PodIndex
+from rulesched.cluster.usage.pod_metrics import PodMetricsPoller
+from rulesched.cluster.usage.pod_metrics_wire import pod_usage
+from rulesched.cluster.usage.store import (
     FilePodMetrics,
     UsageOptions,
     UsageStore,

@@ -14,9 +14,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rulesched.cluster import build_cluster
-from rulesched.cluster.estimates import Estimates
-from rulesched.cluster.prometheus_pods import PodUsageFeed
-from rulesched.cluster.usage import UsageStore
+from rulesched.cluster.usage.estimates import Estimates
+from rulesched.cluster.usage.prometheus_pods import PodUsageFeed
+from rulesched.cluster.usage.store import UsageStore
 from rulesched.settings import Settings
 from tests.cluster.test_prometheus_pod_usage import (
     MEMORY,

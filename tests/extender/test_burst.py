@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rulesched.cluster.pods import PodIndex
+from rulesched.cluster.pods.index import PodIndex
 from rulesched.decide.decision import Decision, NodeDecision
 from rulesched.extender.hand_on import reserve
 from rulesched.settings import Settings

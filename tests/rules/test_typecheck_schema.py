@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rulesched.cluster import kubernetes_types
+from rulesched.cluster.kube import kubernetes_types
 from rulesched.rules.cel.types import kubernetes_table, kubernetes_version, parse, value_type
 from rulesched.rules.vocabulary import NAMES, context_types, type_table
 from tests.paths import REPO
@@ -14,7 +14,7 @@ TABLE = REPO / "rulesched" / "rules" / "cel" / "kubernetes_types.json"
 
 
 def test_the_table_is_what_the_installed_client_writes() -> None:
-    """After a change of the pinned client: `python -m rulesched.cluster.kubernetes_types > <the table>`."""
+    """After a change of the pinned client: `python -m rulesched.cluster.kube.kubernetes_types > <the table>`."""
     assert TABLE.read_text() == kubernetes_types.text()
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rulesched.cli import main
-from rulesched.tools.replay_markdown import GITHUB_LIMIT, LIMIT, NAME, code
+from rulesched.tools.replay.markdown import GITHUB_LIMIT, LIMIT, NAME, code
 from tests.paths import EXAMPLES, RULES
 
 RECORDING = EXAMPLES / "recording"

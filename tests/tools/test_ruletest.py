@@ -12,7 +12,7 @@ import pytest
 
 from rulesched.cli import main
 from rulesched.rules.loader import rule_files
-from rulesched.tools.ruletest_load import load_tests
+from rulesched.tools.ruletest.load import load_tests
 from tests.builders import rule_set, write_rules
 from tests.paths import REPO, RULES
 

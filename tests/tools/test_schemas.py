@@ -17,7 +17,7 @@ from rulesched.rules.cel import make_engine
 from rulesched.rules.errors import RulesLoadFailed
 from rulesched.rules.loader import load_rule_book
 from rulesched.tools.recording_read import Header
-from rulesched.tools.ruletest_model import RuleTest
+from rulesched.tools.ruletest.model import RuleTest
 from rulesched.tools.schemas import FILES, KINDS, render
 from tests.paths import EXAMPLES, REPO, RULES
 from tests.test_docs import blocks

@@ -16,14 +16,14 @@ from rulesched.cli import main
 from rulesched.rules.cel import make_engine
 from rulesched.rules.loader import load_rule_book
 from rulesched.tools.inputs import InputError
-from rulesched.tools.replay_markdown import LIMIT
-from rulesched.tools.tune import Search, Trial, candidates, current_weights, judge, loss, tune
-from rulesched.tools.tune_config import ConfigError, read_profile
-from rulesched.tools.tune_kube import DEFAULT_WEIGHTS
-from rulesched.tools.tune_model import Arrival, Scene, Weights, simulate
-from rulesched.tools.tune_report import FIGURES
-from rulesched.tools.tune_scene import from_files
-from rulesched.tools.tune_write import rewritten
+from rulesched.tools.replay.markdown import LIMIT
+from rulesched.tools.tune.config import ConfigError, read_profile
+from rulesched.tools.tune.kube import DEFAULT_WEIGHTS
+from rulesched.tools.tune.model import Arrival, Scene, Weights, simulate
+from rulesched.tools.tune.report import FIGURES
+from rulesched.tools.tune.scene import from_files
+from rulesched.tools.tune.search import Search, Trial, candidates, current_weights, judge, loss, tune
+from rulesched.tools.tune.write import rewritten
 from tests.builders import load_spec, make_node, rule_set, write_rules
 from tests.paths import EXAMPLE_METRICS, EXAMPLE_NODES, EXAMPLES, RULES, SCHEDULER_FIXTURES
 from tests.tools.test_tune_model import START, arrival
@@ -291,7 +291,7 @@ def test_pods_to_place_use_what_their_workloads_pods_use(tmp_path: Path) -> None
 
 
 def test_the_markdown_report_of_a_huge_rule_book_stays_within_a_comment() -> None:
-    from rulesched.tools.tune_report import ROWS, render_markdown
+    from rulesched.tools.tune.report import ROWS, render_markdown
 
     rules = {f"set-{'x' * 200}/rule-{i:05d}": 1.0 for i in range(5000)}
     side = {"weights": {"rules": rules, "extender": 1.0}, "figures": dict.fromkeys(FIGURES, 1.0)}

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from rulesched.tools.tune_kube import (
+from rulesched.tools.tune.kube import (
     DEFAULT_WEIGHTS,
     Demand,
     NodeState,

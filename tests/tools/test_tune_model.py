@@ -12,8 +12,8 @@ import pytest
 
 from rulesched.rules.book import RuleBook
 from rulesched.rules.cel import make_engine
-from rulesched.tools.tune_kube import DEFAULT_WEIGHTS, Demand, NodeState, fits, plugin_scores
-from rulesched.tools.tune_model import Arrival, Scene, Weights, extender_score, simulate
+from rulesched.tools.tune.kube import DEFAULT_WEIGHTS, Demand, NodeState, fits, plugin_scores
+from rulesched.tools.tune.model import Arrival, Scene, Weights, extender_score, simulate
 from tests.builders import load_spec, make_node, make_pod
 
 START = datetime.datetime(2026, 11, 1, tzinfo=datetime.UTC)

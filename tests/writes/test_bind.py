@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rulesched.cluster.kube import KubeAccess
+from rulesched.cluster.kube.access import KubeAccess
 from rulesched.writes.bind import ApiBinder
 from tests.kubeapi import KubeAPI
 

@@ -8,8 +8,8 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from rulesched.cluster.errors import ConflictError
-from rulesched.cluster.kube import KubeAccess
+from rulesched.cluster.kube.access import KubeAccess
+from rulesched.cluster.kube.errors import ConflictError
 from rulesched.settings import Settings
 from rulesched.writes.lease import Elector, LeaseClient, LeaseTimes
 from tests.kubeapi import KubeAPI

@@ -12,7 +12,7 @@ import pytest
 from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from rulesched.cluster.kube import KubeAccess
+from rulesched.cluster.kube.access import KubeAccess
 from rulesched.controllers.requeue.memory import TokenBucket
 from rulesched.controllers.requeue.nudger import Nudger
 from rulesched.writes.nudge import ANNOTATION, FIELD_MANAGER, Nudge, NudgeOutcome, change_id, other_value, patch_body

@@ -23,10 +23,10 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from rulesched.cluster.contexts import NodeContexts
-from rulesched.cluster.custom import CustomValues
 from rulesched.cluster.loop import BackgroundLoop, LoopOptions, Outcome
-from rulesched.cluster.placement_view import PlacementViews
-from rulesched.cluster.pods import NamespaceSource, PodSource
+from rulesched.cluster.metrics.custom import CustomValues
+from rulesched.cluster.pods.index import NamespaceSource, PodSource
+from rulesched.cluster.pods.placement_view import PlacementViews
 from rulesched.cluster.sources import MetricsSource, NodeSource, node_names
 from rulesched.controllers.audit.audit import Audited, Violation, audit_node, audited_filters
 from rulesched.rules.book import RuleBook

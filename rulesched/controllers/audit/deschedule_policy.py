@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.cluster.placement_view import MIRROR, OPT_OUT
+from rulesched.cluster.pods.placement_view import MIRROR, OPT_OUT
 from rulesched.cluster.sources import parse_timestamp
 from rulesched.rules.model import Descheduling
 

@@ -35,7 +35,7 @@ from rulesched.rules.model import Descheduling
 from rulesched.settings import Settings, lease_times
 
 if TYPE_CHECKING:
-    from rulesched.cluster.kube import KubeAccess
+    from rulesched.cluster.kube.access import KubeAccess
     from rulesched.controllers.audit.auditor import Auditor
     from rulesched.writes.evict import ApiEvicter
     from rulesched.writes.lease import Elector

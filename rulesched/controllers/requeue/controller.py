@@ -24,7 +24,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from rulesched.cluster import Cluster
-from rulesched.cluster.pods import PodIndex, pod_key
+from rulesched.cluster.pods.index import PodIndex, pod_key
 from rulesched.controllers.requeue.memory import Change, Rejected, RejectedPods, TokenBucket, rejected_key
 from rulesched.controllers.requeue.metrics import RequeueMetrics
 from rulesched.controllers.requeue.nudger import Nudger

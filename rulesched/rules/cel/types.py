@@ -2,7 +2,7 @@
 element types, optionals, and objects with named fields.
 
 An object is a Kubernetes kind's model (its fields from `kubernetes_types.json`, written from the pinned
-`kubernetes` client by `cluster/kubernetes_types.py`) or a record the vocabulary declares (`metrics`,
+`kubernetes` client by `cluster/kube/kubernetes_types.py`) or a record the vocabulary declares (`metrics`,
 `recent`, the trimmed views of `pods` and `namespaceObject`). Types are written as short texts, parsed once
 and cached: `string`, `int`, `double`, `bool`, `timestamp`, `dyn`, `list(T)`, `map(T)` (string keys),
 `V1ObjectMeta` (a Kubernetes model) or a record's name.

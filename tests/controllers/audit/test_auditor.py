@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rulesched.cluster.pods import FilePodSource
+from rulesched.cluster.pods.index import FilePodSource
 from rulesched.cluster.sources import FileNodeSource
 from rulesched.controllers.audit.auditor import Auditor, AuditPace, AuditSources
 from rulesched.decide.fast import prepared

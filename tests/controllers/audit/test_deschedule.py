@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rulesched.cluster.kube import KubeAccess
+from rulesched.cluster.kube.access import KubeAccess
 from rulesched.controllers.audit.deschedule_policy import Exclusions
 from rulesched.controllers.audit.descheduler import DescheduleOptions
 from rulesched.rules.cel import make_engine

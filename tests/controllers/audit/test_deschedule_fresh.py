@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rulesched.cluster.kube import KubeAccess
+from rulesched.cluster.kube.access import KubeAccess
 from rulesched.controllers.audit.descheduler import DescheduleOptions
 from rulesched.writes.lease import Elector, LeaseTimes
 from tests.builders import write_rules

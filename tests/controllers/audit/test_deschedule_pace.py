@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rulesched.cluster.kube import KubeAccess
+from rulesched.cluster.kube.access import KubeAccess
 from rulesched.controllers.audit.descheduler import DescheduleOptions
 from tests.deschedule_setup import POLICY, controlled, pods_seen, rules, setting
 from tests.kubeapi import KubeAPI

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from rulesched.cluster.kube import KubeAccess
+from rulesched.cluster.kube.access import KubeAccess
 from tests.builders import write_rules
 from tests.deschedule_setup import controlled, rules
 from tests.kubeapi import KubeAPI, wait_for

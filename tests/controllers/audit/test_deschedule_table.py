@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rulesched.cluster.kube import KubeAccess
+from rulesched.cluster.kube.access import KubeAccess
 from rulesched.controllers.audit.descheduler import DescheduleOptions
 from tests.deschedule_setup import Setting, controlled, pods_seen, rules, setting
 from tests.kubeapi import KubeAPI, wait_for

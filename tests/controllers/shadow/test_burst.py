@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 
 from rulesched.cluster.contexts import NodeContexts
-from rulesched.cluster.kube import KubeAccess
-from rulesched.cluster.metrics_server import MetricsServerSource
-from rulesched.cluster.nodecache import NodeCache
-from rulesched.cluster.pods import PodIndex
+from rulesched.cluster.kube.access import KubeAccess
+from rulesched.cluster.metrics.metrics_server import MetricsServerSource
+from rulesched.cluster.nodes.nodecache import NodeCache
+from rulesched.cluster.pods.index import PodIndex
 from rulesched.controllers.shadow import Shadow
 from rulesched.controllers.shadow.metrics import ShadowMetrics
 from rulesched.decide.fast import evaluate, prepared
