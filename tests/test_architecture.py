@@ -402,8 +402,8 @@ def test_the_write_check_sees_every_kind_of_write(tmp_path: Path) -> None:
 
 FOLDER_MODULES = 20
 """No folder of the package holds more modules: a larger one is split by what its parts do."""
-FOLDERS_OVER = {"rulesched/extender": 22}
-"""Today's folders over the limit and their sizes, to be split when next changed: none may grow, none may join."""
+FOLDERS_OVER: dict[str, int] = {}
+"""Folders allowed over the limit, with their sizes (none today): an exception may not grow, and none may join."""
 
 
 def folder_sizes(root: Path, base: Path = REPO) -> dict[str, int]:
@@ -427,13 +427,13 @@ def test_the_folder_check_sees_a_large_folder(tmp_path: Path) -> None:
         for index in range(count):
             (tmp_path / folder / f"m{index}.py").write_text('"""A module."""\n')
     assert folders_over(folder_sizes(tmp_path / "rulesched", tmp_path)) == {"rulesched/small/big": FOLDER_MODULES + 1}
-    assert folders_over({"rulesched/extender": FOLDERS_OVER["rulesched/extender"] + 1}) != {}, "an exception grew"
+    assert folders_over({"rulesched/extender": FOLDER_MODULES + 1}) != {}, "a real folder over the limit"
 
 
 FOLDER_CHAIN = 5
 """No import chain inside one folder is longer (in modules, the folder's `__init__` included): a deeper folder is
 cut by what its parts do, so that each room reads in a few steps."""
-FOLDER_CHAINS_OVER = {"rulesched/rules": 9, "rulesched/decide/fast": 9, "rulesched/extender": 8}
+FOLDER_CHAINS_OVER = {"rulesched/rules": 9, "rulesched/decide/fast": 9, "rulesched/extender": 7}
 """Today's folders with a longer chain and its length, to be cut when next changed: none may grow, none may join."""
 
 
@@ -475,3 +475,12 @@ def test_the_chain_check_sees_a_deep_folder() -> None:
     assert chains(edges, folders) == {"rulesched/deep": FOLDER_CHAIN + 1, "rulesched/flat": FOLDER_CHAIN}
     assert chains_over(chains(edges, folders)) == {"rulesched/deep": FOLDER_CHAIN + 1}
     assert chains_over({"rulesched/extender": FOLDER_CHAINS_OVER["rulesched/extender"] + 1}) != {}, "an exception grew"
+
+
+def test_the_named_exceptions_are_exactly_what_the_folders_reach() -> None:
+    """An exception shrinks with its folder: a folder cut shorter must lower (or drop) its number here, so the slack
+    is never left for a chain to grow back into unseen."""
+    longest = chains(graph(), {module: folder_of(path) for module, path in MODULES})
+    assert {folder: longest[folder] for folder in FOLDER_CHAINS_OVER} == FOLDER_CHAINS_OVER
+    sizes = folder_sizes(PACKAGE)
+    assert {folder: sizes[folder] for folder in FOLDERS_OVER} == FOLDERS_OVER
