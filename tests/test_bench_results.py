@@ -54,3 +54,23 @@ def test_the_script_renders_every_saved_measurement() -> None:
 
 def test_an_unknown_measurement_is_refused_by_name() -> None:
     assert main(["--name", "no-such-run"]) == 2
+
+
+PERFORMANCE = REPO / "docs" / "performance.md"
+PAGE_LINES = 150
+"""docs/performance.md gives the current figures, how to reproduce them and what they mean; the history is data."""
+
+
+def test_the_performance_page_is_the_current_figures_only() -> None:
+    assert len(PERFORMANCE.read_text(encoding="utf-8").splitlines()) <= PAGE_LINES
+
+
+def test_the_names_mode_table_quotes_the_saved_measurement() -> None:
+    """Each cell of the page's names-mode table is the saved run's (`names-house`, the column after the change)."""
+    (saved,) = [m for m in load() if m["name"] == "names-house"]
+    page = PERFORMANCE.read_text(encoding="utf-8")
+    assert f"at commit `{saved['commit']}`" in page
+    quoted = {(rules, nodes, pods): after for rules, nodes, pods, _before, after in saved["rows"]}
+    for rules, nodes in sorted({(r, n) for r, n, _ in quoted}):
+        cells = [quoted[rules, nodes, pods] for pods in ("replica", "new", "cold")]
+        assert f"| {rules} | {nodes} | " + " | ".join(cells) + " |" in page, (rules, nodes)
