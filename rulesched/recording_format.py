@@ -1,6 +1,6 @@
 """What names a recording and its segments (docs/operations/recording.md): the format's name and version, a
 segment's file name, and every record type and key, shared by the writer on the HTTP edge
-(`extender/recording.py`) and the readers of `rulesched replay` (`tools/recording_read.py`, `tools/replay*.py`),
+(`extender/recording.py`) and the readers of `rulesched replay` (`tools/recording_read.py`, `tools/replay/`),
 which stand on no part of the edge. A key is spelled here once; the writer and the readers use these names.
 """
 
