@@ -7,9 +7,9 @@ the recording get the call as it was decided (`answered`).
 
 from __future__ import annotations
 
-import datetime
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rulesched.cluster.pods.index import PodSource
@@ -17,16 +17,10 @@ from rulesched.decide.decision import Decision
 from rulesched.extender import wire
 from rulesched.extender.state import Extender
 from rulesched.handoff.answered import Answered
-from rulesched.rules.book import RuleBook
 from rulesched.rules.context import NodeContext
 
 Step = Callable[[], None]
 """A step run once the answer is sent."""
-
-Seen = tuple[datetime.datetime, RuleBook, Mapping[str, Any] | None]
-"""What a call's rules saw besides its nodes: the time, the book and the pod's namespace."""
-Found = tuple[Sequence[NodeContext], Mapping[str, str], Decision]
-"""A call's node contexts, the names it could not evaluate (with why), and its decision."""
 
 
 def after_filter(
@@ -67,24 +61,13 @@ def reserve(pods: PodSource, pod: Mapping[str, Any], decision: Decision) -> None
         pods.ranked(pod)
 
 
-def answered(
-    extender: Extender,
-    verb: str,
-    args: wire.ExtenderArgs,
-    call: Seen,
-    found: Found,
-    estimate: Mapping[str, float] | None = None,
-) -> Step:
-    """The step that hands the call on to the shadow book and the recording (when `Extender.handing_on`);
-    `call`: the time, the book and the namespace the rules saw; `estimate`: the pod's the rules saw (None: they
-    read none, and it is found once the answer is sent)."""
-    now, book, namespace = call
-    contexts, unknown, decision = found
-    full, pod = args.nodes is not None, args.pod
+def answered(extender: Extender, call: Answered) -> Step:
+    """The step that hands the call on to the shadow book and the recording (when `Extender.handing_on`), with
+    the pod's `estimate` found once the answer is sent when the rules read none (`call.estimate` None)."""
 
     def hand_on() -> None:
-        seen = estimate if estimate is not None else _estimate_handed_on(extender, pod)
-        submit(extender, Answered(verb, full, pod, contexts, unknown, namespace, now, book, decision, seen))
+        seen = call if call.estimate is not None else replace(call, estimate=_estimate_handed_on(extender, call.pod))
+        submit(extender, seen)
 
     return hand_on
 

@@ -78,9 +78,9 @@ async def _decide(extender: Extender, request: Request, verb: Verb) -> Response:
         )
         then = None
         if now:  # the time is fixed only for a call handed on (`_now`)
-            then = hand_on.answered(
-                extender, verb, args, (now, book, namespace), (contexts, unknown, decision), estimate
-            )
+            full = args.nodes is not None
+            answered = Answered(verb, full, args.pod, contexts, unknown, namespace, now, book, decision, estimate)
+            then = hand_on.answered(extender, answered)
         return resume_after(response, garbage, reserve, observe, then, requeue)
 
 

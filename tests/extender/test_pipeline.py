@@ -11,7 +11,7 @@ from tests.paths import REPO
 EXTENDER = REPO / "rulesched" / "extender"
 
 REQUEST_NAMES = ("request", "body", "args", "contexts", "victims", "decision", "answered", "found")
-REQUEST_TYPES = ("Request", "bytes", "wire.", "ExtenderArgs", "NodeContext", "Decision", "Answered", "Found")
+REQUEST_TYPES = ("Request", "bytes", "wire.", "ExtenderArgs", "NodeContext", "Decision", "Answered")
 """What only a request's own steps take: its HTTP request, its body, its parsed args, its node contexts, its
 decision, the call handed on. `Extender` may offer lookups in the caches it holds (a pod's namespace and
 estimate), and the evaluation thread a `Call` runs in, but no step of its own."""
